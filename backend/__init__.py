@@ -1,0 +1,1 @@
+"""Captions: the real-time captioning service (web layer, protocol, engine, database)."""

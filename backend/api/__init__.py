@@ -1,0 +1,1 @@
+"""REST API: JSON routes, documented in the OpenAPI document at /openapi.json."""

@@ -1,0 +1,96 @@
+"""Request-scoped helpers: the service container, the authenticated user, CSRF checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from starlette.requests import Request
+
+from backend.api.errors import ApiError
+from backend.db.models import ApiToken, Role, User
+from backend.security import SESSION_COOKIE, csrf_matches, token_hash
+
+if TYPE_CHECKING:
+    from backend.services import Services
+
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+def services(request: Request) -> Services:
+    """The process's service container (set up by the app's lifespan)."""
+    return request.app.state.services
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the user, and how they authenticated."""
+
+    user_id: int
+    username: str
+    role: Role
+    via_cookie: bool
+    csrf_token: str | None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Role.ADMIN
+
+    def as_dict(self) -> dict[str, object]:
+        return {"id": self.user_id, "username": self.username, "role": self.role.value}
+
+
+async def authenticate(request: Request) -> Principal | None:
+    """The caller from a bearer API token or the signed session cookie; None when anonymous."""
+    svc = services(request)
+    header = request.headers.get("authorization", "")
+    async with svc.db.session() as db:
+        if header.lower().startswith("bearer "):
+            token = header[7:].strip()
+            row = (
+                await db.execute(
+                    select(User)
+                    .join(ApiToken, ApiToken.user_id == User.id)
+                    .where(ApiToken.token_hash == token_hash(token))
+                )
+            ).scalar_one_or_none()
+            if row is None:
+                raise ApiError(401, "unauthenticated", "invalid API token")
+            return Principal(row.id, row.username, row.role, via_cookie=False, csrf_token=None)
+        cookie = request.cookies.get(SESSION_COOKIE)
+        session = svc.session_codec.loads(cookie) if cookie else None
+        if session is None:
+            return None
+        user = await db.get(User, session.user_id)
+        if user is None:
+            return None
+        return Principal(user.id, user.username, user.role, via_cookie=True, csrf_token=session.csrf_token)
+
+
+async def require_user(request: Request) -> Principal:
+    """The authenticated caller; 401 when anonymous, 403 on a cookie request without a valid CSRF token."""
+    principal = await authenticate(request)
+    if principal is None:
+        raise ApiError(401, "unauthenticated", "log in first")
+    if (
+        principal.via_cookie
+        and request.method not in SAFE_METHODS
+        and not csrf_matches(principal.csrf_token or "", request.headers.get("x-csrf-token"))
+    ):
+        raise ApiError(403, "csrf", "missing or wrong X-CSRF-Token header")
+    return principal
+
+
+async def require_admin(request: Request) -> Principal:
+    principal = await require_user(request)
+    if not principal.is_admin:
+        raise ApiError(403, "forbidden", "admins only")
+    return principal
+
+
+def path_int(request: Request, name: str) -> int:
+    value = request.path_params[name]
+    if not isinstance(value, int):
+        raise ApiError(404, "not_found", f"{name} not found")
+    return value

@@ -1,0 +1,67 @@
+"""Typed API errors rendered as ``{"error": {"code", "message", "errors"?}}``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+
+class ApiError(Exception):
+    """An error a client can act on: HTTP status, a stable code, a message, optional per-item errors."""
+
+    def __init__(self, status: int, code: str, message: str, errors: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.errors = errors
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, "not_found", f"{what} not found")
+
+
+async def api_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)  # noqa: S101 - registered for ApiError only
+    body: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.errors is not None:
+        body["errors"] = exc.errors
+    return JSONResponse({"error": body}, status_code=exc.status)
+
+
+async def http_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)  # noqa: S101 - registered for HTTPException only
+    return JSONResponse(
+        {"error": {"code": "http_error", "message": exc.detail}},
+        status_code=exc.status_code,
+        headers=exc.headers,
+    )
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object, or a 400 naming the problem."""
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "bad_json", f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_json", "request body must be a JSON object")
+    return body
+
+
+def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], required: bool = True) -> Any:
+    """``body[name]`` checked against ``kind``; 422 with the field path otherwise."""
+    if name not in body or body[name] is None:
+        if required:
+            raise ApiError(422, "invalid", f"{name}: required", [{"field": name, "reason": "required"}])
+        return None
+    value = body[name]
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise ApiError(422, "invalid", f"{name}: expected a number", [{"field": name, "reason": "type"}])
+    if not isinstance(value, kind):
+        raise ApiError(422, "invalid", f"{name}: wrong type", [{"field": name, "reason": "type"}])
+    return value

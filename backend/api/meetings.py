@@ -1,0 +1,334 @@
+"""Meetings and dictation sessions: CRUD, start/end, tickets, captions export."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import selectinload
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from backend.api.deps import Principal, path_int, require_admin, require_user, services
+from backend.api.errors import ApiError, field, json_body, not_found
+from backend.captions_export import render_captions
+from backend.db.models import (
+    CaptionSegment,
+    Meeting,
+    MeetingKind,
+    MeetingStatus,
+    Ticket,
+    Vocabulary,
+    utcnow,
+)
+from backend.security import new_token, token_hash
+
+DECODINGS = ("greedy", "beam")
+
+
+def meeting_dict(meeting: Meeting) -> dict[str, Any]:
+    return {
+        "id": meeting.id,
+        "kind": meeting.kind.value,
+        "title": meeting.title,
+        "owner_id": meeting.owner_id,
+        "status": meeting.status.value,
+        "chunk_s": meeting.chunk_ms / 1000,
+        "decoding": meeting.decoding,
+        "vocabulary_ids": [v.id for v in meeting.vocabularies],
+        "created_at": meeting.created_at.isoformat(),
+        "started_at": meeting.started_at.isoformat() if meeting.started_at else None,
+        "ended_at": meeting.ended_at.isoformat() if meeting.ended_at else None,
+    }
+
+
+async def _meeting(db: AsyncSession, meeting_id: int, principal: Principal, write: bool = False) -> Meeting:
+    meeting = (
+        await db.execute(
+            select(Meeting).where(Meeting.id == meeting_id).options(selectinload(Meeting.vocabularies))
+        )
+    ).scalar_one_or_none()
+    if meeting is None:
+        raise not_found("meeting")
+    mine = meeting.owner_id == principal.user_id
+    if meeting.kind == MeetingKind.DICTATION and not (mine or principal.is_admin):
+        raise not_found("meeting")
+    if write and not (mine or principal.is_admin):
+        raise ApiError(403, "forbidden", "only the meeting's owner or an admin may change it")
+    return meeting
+
+
+async def _vocabularies(db: AsyncSession, ids: Any, principal: Principal) -> list[Vocabulary]:
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ApiError(422, "invalid", "vocabulary_ids: a list of integers", [{"field": "vocabulary_ids"}])
+    rows = list((await db.execute(select(Vocabulary).where(Vocabulary.id.in_(ids)))).scalars())
+    visible = {v.id: v for v in rows if principal.is_admin or v.owner_id in (None, principal.user_id)}
+    missing = [i for i in ids if i not in visible]
+    if missing:
+        raise ApiError(422, "invalid", f"unknown vocabularies: {missing}", [{"field": "vocabulary_ids"}])
+    return [visible[i] for i in dict.fromkeys(ids)]
+
+
+def _apply_fields(meeting: Meeting, body: dict[str, Any], allowed_chunks: list[float]) -> None:
+    title = field(body, "title", str, required=False)
+    if title is not None:
+        title = " ".join(title.split())
+        if not title or len(title) > 200:
+            raise ApiError(
+                422, "invalid", "title: 1-200 characters", [{"field": "title", "reason": "length"}]
+            )
+        meeting.title = title
+    chunk_s = field(body, "chunk_s", (int, float), required=False)
+    if chunk_s is not None:
+        if chunk_s not in allowed_chunks:
+            raise ApiError(422, "invalid", f"chunk_s: one of {allowed_chunks}", [{"field": "chunk_s"}])
+        meeting.chunk_ms = round(chunk_s * 1000)
+    decoding = field(body, "decoding", str, required=False)
+    if decoding is not None:
+        if decoding not in DECODINGS:
+            raise ApiError(422, "invalid", "decoding: greedy or beam", [{"field": "decoding"}])
+        meeting.decoding = decoding
+
+
+async def list_meetings(request: Request) -> JSONResponse:
+    """Meetings (all for admins; members see meetings and their own dictations).
+    ---
+    tags: [meetings]
+    responses: {200: {description: "{meetings: [...]}"}}
+    """
+    principal = await require_user(request)
+    async with services(request).db.session() as db:
+        query = select(Meeting).options(selectinload(Meeting.vocabularies)).order_by(Meeting.id.desc())
+        if not principal.is_admin:
+            query = query.where(
+                or_(Meeting.kind == MeetingKind.MEETING, Meeting.owner_id == principal.user_id)
+            )
+        meetings = (await db.execute(query)).scalars().all()
+        return JSONResponse({"meetings": [meeting_dict(m) for m in meetings]})
+
+
+async def create_meeting(request: Request) -> JSONResponse:
+    """Create a meeting (admins).
+    ---
+    tags: [meetings]
+    requestBody: {content: {application/json: {schema: {type: object, required: [title], properties:
+      {title: {type: string}, chunk_s: {type: number, enum: [0.56, 1.12]}, decoding: {type: string,
+      enum: [greedy, beam]}, vocabulary_ids: {type: array, items: {type: integer}}}}}}}
+    responses: {201: {description: "{meeting}"}, 422: {description: invalid field}}
+    """
+    principal = await require_admin(request)
+    body = await json_body(request)
+    field(body, "title", str)
+    svc = services(request)
+    async with svc.db.session() as db:
+        meeting = Meeting(
+            title="", owner_id=principal.user_id, chunk_ms=1120, decoding="greedy", vocabularies=[]
+        )
+        _apply_fields(meeting, body, svc.settings.allowed_chunk_s)
+        meeting.vocabularies = await _vocabularies(db, body.get("vocabulary_ids", []), principal)
+        db.add(meeting)
+        await db.flush()
+        return JSONResponse({"meeting": meeting_dict(meeting)}, status_code=201)
+
+
+async def create_dictation(request: Request) -> JSONResponse:
+    """Start a dictation: a one-speaker meeting that uses the caller's personal vocabularies.
+    ---
+    tags: [meetings]
+    requestBody: {content: {application/json: {schema: {type: object, properties: {title: {type: string},
+      chunk_s: {type: number}, decoding: {type: string}}}}}}
+    responses: {201: {description: "{meeting}"}}
+    """
+    principal = await require_user(request)
+    body = await json_body(request)
+    svc = services(request)
+    async with svc.db.session() as db:
+        personal = list(
+            (await db.execute(select(Vocabulary).where(Vocabulary.owner_id == principal.user_id))).scalars()
+        )
+        meeting = Meeting(
+            kind=MeetingKind.DICTATION,
+            title=f"Dictation by {principal.username}",
+            owner_id=principal.user_id,
+            chunk_ms=1120,
+            decoding="greedy",
+            vocabularies=personal,
+        )
+        _apply_fields(meeting, body, svc.settings.allowed_chunk_s)
+        db.add(meeting)
+        await db.flush()
+        return JSONResponse({"meeting": meeting_dict(meeting)}, status_code=201)
+
+
+async def get_meeting(request: Request) -> JSONResponse:
+    """One meeting.
+    ---
+    tags: [meetings]
+    responses: {200: {description: "{meeting}"}, 404: {description: not found}}
+    """
+    principal = await require_user(request)
+    async with services(request).db.session() as db:
+        meeting = await _meeting(db, path_int(request, "meeting_id"), principal)
+        return JSONResponse({"meeting": meeting_dict(meeting)})
+
+
+async def update_meeting(request: Request) -> JSONResponse:
+    """Change a meeting's title, chunk size, decoding or vocabularies (applies at its next start).
+    ---
+    tags: [meetings]
+    responses: {200: {description: "{meeting}"}}
+    """
+    principal = await require_user(request)
+    body = await json_body(request)
+    svc = services(request)
+    async with svc.db.session() as db:
+        meeting = await _meeting(db, path_int(request, "meeting_id"), principal, write=True)
+        _apply_fields(meeting, body, svc.settings.allowed_chunk_s)
+        if "vocabulary_ids" in body:
+            meeting.vocabularies = await _vocabularies(db, body["vocabulary_ids"], principal)
+        await db.flush()
+        return JSONResponse({"meeting": meeting_dict(meeting)})
+
+
+async def start_meeting(request: Request) -> JSONResponse:
+    """Start a meeting: its vocabulary is compiled and registered before any audio arrives.
+    ---
+    tags: [meetings]
+    responses: {200: {description: "{meeting, vocabulary_version}"}}
+    """
+    principal = await require_user(request)
+    svc = services(request)
+    meeting_id = path_int(request, "meeting_id")
+    async with svc.db.session() as db:
+        meeting = await _meeting(db, meeting_id, principal, write=True)
+        if meeting.status == MeetingStatus.ENDED:
+            raise ApiError(409, "ended", "this meeting has ended; create a new one")
+        meeting.status = MeetingStatus.LIVE
+        meeting.started_at = meeting.started_at or utcnow()
+    live = await svc.hub.open_meeting(meeting_id)
+    async with svc.db.session() as db:
+        meeting = await _meeting(db, meeting_id, principal)
+        return JSONResponse({"meeting": meeting_dict(meeting), "vocabulary_version": live.version})
+
+
+async def end_meeting(request: Request) -> JSONResponse:
+    """End a meeting: its live streams are flushed (finals persisted) and closed.
+    ---
+    tags: [meetings]
+    responses: {200: {description: "{meeting}"}}
+    """
+    principal = await require_user(request)
+    svc = services(request)
+    meeting_id = path_int(request, "meeting_id")
+    async with svc.db.session() as db:
+        meeting = await _meeting(db, meeting_id, principal, write=True)
+        meeting.status = MeetingStatus.ENDED
+        meeting.ended_at = utcnow()
+    await svc.hub.close_meeting(meeting_id, "meeting ended")
+    async with svc.db.session() as db:
+        return JSONResponse({"meeting": meeting_dict(await _meeting(db, meeting_id, principal))})
+
+
+async def apply_vocabulary(request: Request) -> JSONResponse:
+    """Apply the meeting's (edited) vocabularies to its live streams now.
+    ---
+    tags: [meetings]
+    responses: {200: {description: "{applied, vocabulary_version}"}}
+    """
+    principal = await require_user(request)
+    svc = services(request)
+    meeting_id = path_int(request, "meeting_id")
+    async with svc.db.session() as db:
+        await _meeting(db, meeting_id, principal, write=True)
+    live = await svc.hub.apply_vocabulary(meeting_id)
+    return JSONResponse({"applied": live is not None, "vocabulary_version": live.version if live else None})
+
+
+async def create_ticket(request: Request) -> JSONResponse:
+    """A single-use WebSocket ticket for this meeting, valid ``ticket_ttl_s`` seconds.
+    ---
+    tags: [meetings]
+    responses: {200: {description: "{ticket, expires_in_s, meeting}"}, 409: {description: meeting ended}}
+    """
+    principal = await require_user(request)
+    svc = services(request)
+    ticket = new_token()
+    ttl = svc.settings.ticket_ttl_s
+    async with svc.db.session() as db:
+        meeting = await _meeting(db, path_int(request, "meeting_id"), principal)
+        if meeting.status == MeetingStatus.ENDED:
+            raise ApiError(409, "ended", "this meeting has ended")
+        db.add(
+            Ticket(
+                token_hash=token_hash(ticket),
+                user_id=principal.user_id,
+                meeting_id=meeting.id,
+                expires_at=utcnow() + timedelta(seconds=ttl),
+            )
+        )
+        data = meeting_dict(meeting)
+    return JSONResponse({"ticket": ticket, "expires_in_s": ttl, "meeting": data})
+
+
+async def meeting_captions(request: Request) -> Response:
+    """The meeting's persisted captions as JSON, WebVTT, SRT or plain text.
+    ---
+    tags: [meetings]
+    parameters: [{name: format, in: query, schema: {type: string, enum: [json, vtt, srt, text]}}]
+    responses: {200: {description: captions}}
+    """
+    principal = await require_user(request)
+    fmt = request.query_params.get("format", "json")
+    async with services(request).db.session() as db:
+        meeting = await _meeting(db, path_int(request, "meeting_id"), principal)
+        segments = list(
+            (
+                await db.execute(
+                    select(CaptionSegment)
+                    .where(CaptionSegment.meeting_id == meeting.id)
+                    .order_by(CaptionSegment.created_at, CaptionSegment.id)
+                )
+            ).scalars()
+        )
+    if fmt == "json":
+        return JSONResponse(
+            {
+                "captions": [
+                    {
+                        "seq": s.seq,
+                        "session_id": s.session_id,
+                        "text": s.text,
+                        "start_s": s.start_s,
+                        "end_s": s.end_s,
+                        "matched_terms": s.matched_terms,
+                    }
+                    for s in segments
+                ]
+            }
+        )
+    try:
+        body, media = render_captions(fmt, [(s.start_s, s.end_s, s.text) for s in segments])
+    except ValueError as exc:
+        raise ApiError(422, "invalid", str(exc), [{"field": "format"}]) from exc
+    return Response(
+        body,
+        media_type=media,
+        headers={"content-disposition": f'attachment; filename="meeting-{meeting.id}.{fmt}"'},
+    )
+
+
+routes = [
+    Route("/api/meetings", list_meetings, methods=["GET"]),
+    Route("/api/meetings", create_meeting, methods=["POST"]),
+    Route("/api/dictations", create_dictation, methods=["POST"]),
+    Route("/api/meetings/{meeting_id:int}", get_meeting, methods=["GET"]),
+    Route("/api/meetings/{meeting_id:int}", update_meeting, methods=["PATCH"]),
+    Route("/api/meetings/{meeting_id:int}/start", start_meeting, methods=["POST"]),
+    Route("/api/meetings/{meeting_id:int}/end", end_meeting, methods=["POST"]),
+    Route("/api/meetings/{meeting_id:int}/apply-vocabulary", apply_vocabulary, methods=["POST"]),
+    Route("/api/meetings/{meeting_id:int}/ticket", create_ticket, methods=["POST"]),
+    Route("/api/meetings/{meeting_id:int}/captions", meeting_captions, methods=["GET"]),
+]

@@ -1,0 +1,169 @@
+"""The ASGI application: REST API, WebSocket protocol, pages, health and metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.schemas import SchemaGenerator
+from starlette.staticfiles import StaticFiles
+
+from backend.api import auth, live, meetings, vocabularies
+from backend.api.errors import ApiError, api_error_handler, http_error_handler
+from backend.config import REPO_ROOT, Settings, get_settings
+from backend.db.session import Database
+from backend.logs import configure_logging, get_logger
+from backend.security import LoginRateLimiter, SessionCodec
+from backend.services import Services, ensure_admin, secret_key
+from backend.ws import websocket_endpoint
+from biasing.terms import TermLimits
+
+log = get_logger(__name__)
+FRONTEND = REPO_ROOT / "frontend"
+PAGES = {"/": "index.html", "/dictation": "dictation.html", "/admin": "admin.html"}
+
+schemas = SchemaGenerator(
+    {
+        "openapi": "3.0.0",
+        "info": {"title": "Captions API", "version": "1"},
+        "components": {
+            "securitySchemes": {
+                "cookie": {"type": "apiKey", "in": "cookie", "name": "captions_session"},
+                "bearer": {"type": "http", "scheme": "bearer"},
+            }
+        },
+    }
+)
+
+
+async def healthz(_request: Request) -> JSONResponse:
+    """Liveness: the process answers.
+    ---
+    tags: [operations]
+    responses: {200: {description: alive}}
+    """
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    """Readiness: model loaded and warmed, database reachable, not draining, capacity left, not lagging.
+    ---
+    tags: [operations]
+    responses: {200: {description: ready}, 503: {description: "not ready; checks say why"}}
+    """
+    svc: Services = request.app.state.services
+    checks = svc.readiness() | {"database": await svc.db.ping()}
+    return JSONResponse(
+        {"ready": all(checks.values()), "checks": checks}, status_code=200 if all(checks.values()) else 503
+    )
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics.
+    ---
+    tags: [operations]
+    responses: {200: {description: Prometheus text format}}
+    """
+    svc: Services = request.app.state.services
+    m = svc.metrics
+    m.lag_s.set(svc.hub.max_lag_s())
+    m.engine_ready.set(1 if svc.engine.ready else 0)
+    stats = svc.engine.stats()
+    m.batch_streams.set(getattr(stats, "last_batch_streams", 0))
+    m.step_ms.set(getattr(stats, "last_step_ms", 0.0))
+    m.queue_wait_ms.set(getattr(stats, "queue_wait_ms", 0.0))
+    return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def openapi(request: Request) -> Response:
+    """This document.
+    ---
+    tags: [operations]
+    responses: {200: {description: OpenAPI 3 document}}
+    """
+    return schemas.OpenAPIResponse(request=request)
+
+
+def _page(name: str) -> Any:
+    async def page(_request: Request) -> Response:
+        path = FRONTEND / name
+        if not path.is_file():
+            raise HTTPException(404, f"{name} is missing")
+        return FileResponse(path, headers={"cache-control": "no-cache"})
+
+    page.__name__ = f"page_{Path(name).stem}"
+    return page
+
+
+def build_engine(settings: Settings) -> Any:
+    """The real batched decoder for ``settings.model`` (the bundled model by default)."""
+    from backend.engine import Engine, EngineConfig
+
+    return Engine(
+        EngineConfig(
+            model=settings.model,
+            device=settings.device,
+            torch_threads=settings.torch_threads,
+            max_batch_streams=settings.engine_max_batch_streams,
+            max_wait_ms=settings.engine_max_wait_ms,
+            beam_size=settings.beam_size,
+            allowed_chunk_s=tuple(settings.allowed_chunk_s),
+            biasing_alpha=settings.biasing_alpha,
+        )
+    )
+
+
+def create_app(settings: Settings | None = None, engine: Any = None) -> Starlette:
+    """The application. ``engine`` defaults to the real NeMo engine; tests may pass a double."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        configure_logging(settings.log_level)
+        db = Database(settings.database_url)
+        await ensure_admin(settings, db)
+        asr = engine if engine is not None else build_engine(settings)
+        await asr.start()
+        app.state.services = Services(
+            settings=settings,
+            db=db,
+            engine=asr,
+            session_codec=SessionCodec(secret_key(settings), settings.session_max_age_s),
+            login_limiter=LoginRateLimiter(settings.login_max_failures, settings.login_window_s),
+            term_limits=TermLimits(max_terms=settings.max_terms_per_vocabulary),
+        )
+        log.info("service_started", host=settings.host, port=settings.port, model=settings.model)
+        try:
+            yield
+        finally:
+            if not app.state.services.hub.draining:
+                await app.state.services.hub.drain(settings.drain_timeout_s)
+            await asr.stop()
+            await db.dispose()
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
+        *auth.routes,
+        *vocabularies.routes,
+        *meetings.routes,
+        *live.routes,
+        WebSocketRoute("/ws", websocket_endpoint),
+        *[Route(path, _page(name), methods=["GET"], include_in_schema=False) for path, name in PAGES.items()],
+        Mount("/static", StaticFiles(directory=FRONTEND / "static", check_dir=False), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={ApiError: api_error_handler, HTTPException: http_error_handler},
+    )

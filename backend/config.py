@@ -1,0 +1,94 @@
+"""Service settings: every limit is a typed setting with units in its name, read from ``CAPTIONS_*``."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_MODEL_PATH = REPO_ROOT / "models" / "captions-embedded.nemo"
+
+
+class Settings(BaseSettings):
+    """Validated at start-up; an invalid value stops the service with a message naming the variable."""
+
+    model_config = SettingsConfigDict(env_prefix="CAPTIONS_", env_file=None, extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Address uvicorn listens on.")
+    port: int = Field(8000, ge=1, le=65535, description="TCP port uvicorn listens on.")
+    database_url: str = Field(
+        f"sqlite+aiosqlite:///{REPO_ROOT / 'data' / 'captions.db'}",
+        description="SQLAlchemy async URL: sqlite+aiosqlite:///path or postgresql+asyncpg://user:pw@host/db.",
+    )
+    model: str = Field(
+        str(BUNDLED_MODEL_PATH),
+        description="NeMo Transducer to load: a .nemo path or a pretrained model name.",
+    )
+    device: str = Field("cpu", description="torch device for the decoder: cpu, cuda or cuda:N.")
+    torch_threads: int = Field(1, ge=1, le=64, description="torch intra-op threads of the decode worker.")
+    cache_dir: Path = Field(REPO_ROOT / "var" / "cache", description="Compiled vocabulary graphs on disk.")
+    log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:8000", "http://localhost:8000"],
+        description="Exact scheme://host:port origins allowed to open a WebSocket.",
+    )
+    allowed_chunk_s: list[float] = Field(
+        default_factory=lambda: [0.56, 1.12], description="Chunk durations a client may choose, seconds."
+    )
+    max_ws_message_bytes: int = Field(65536, ge=1024, description="Largest WebSocket frame accepted, bytes.")
+    data_dir: Path = Field(REPO_ROOT / "data", description="Where the service keeps its own files.")
+    secret_key: str | None = Field(
+        None, description="Signs cookies. Unset: a random key is kept in data_dir (set it for replicas)."
+    )
+    admin_username: str = Field("admin", description="Admin account created when no user exists.")
+    admin_password: str | None = Field(
+        None, description="Its password. Unset: a random one is written to data_dir/admin-password.txt."
+    )
+    cookie_secure: bool = Field(False, description="Mark cookies Secure (set behind TLS).")
+    session_max_age_s: int = Field(12 * 3600, ge=60, description="Cookie session lifetime, seconds.")
+    login_max_failures: int = Field(5, ge=1, description="Failed logins per user+address before blocking.")
+    login_window_s: float = Field(300.0, gt=0, description="Window of the login failure limit, seconds.")
+    ticket_ttl_s: int = Field(60, ge=5, le=60, description="WebSocket ticket lifetime, seconds (<= 60).")
+    resume_ttl_s: int = Field(900, ge=10, description="How long a session can be resumed, seconds.")
+    max_sessions: int = Field(64, ge=1, description="Live streaming sessions on this replica (capacity cap).")
+    max_sessions_per_user: int = Field(4, ge=1, description="Live streaming sessions per user.")
+    idle_timeout_s: float = Field(30.0, gt=0, description="Close a session with no audio/keepalive, seconds.")
+    max_session_s: float = Field(4 * 3600, gt=0, description="Longest streaming session, seconds.")
+    max_audio_rate: float = Field(1.5, ge=1.0, description="Sustained audio rate allowed, x real time.")
+    audio_burst_s: float = Field(4.0, gt=0, description="Audio a client may send ahead of real time, s.")
+    lag_drop_partials_s: float = Field(2.0, gt=0, description="Lag above which partials are dropped, s.")
+    lag_not_ready_s: float = Field(4.0, gt=0, description="Lag above which /readyz fails and 503s start, s.")
+    lag_busy_s: float = Field(8.0, gt=0, description="Lag at which a session is closed 1013, s.")
+    drain_timeout_s: float = Field(30.0, gt=0, description="Time given to live sessions on shutdown, s.")
+    max_terms_per_vocabulary: int = Field(20000, ge=1, description="Terms in one vocabulary.")
+    max_terms_per_session: int = Field(1000, ge=0, description="Extra terms a session may `configure`.")
+    engine_max_batch_streams: int = Field(64, ge=1, description="Streams in one decode step.")
+    engine_max_wait_ms: float = Field(20.0, ge=0, description="Wait for more ready streams, ms.")
+    beam_size: int = Field(4, ge=1, le=16, description="Beam width of beam decoding.")
+    biasing_alpha: float = Field(1.0, ge=0, description="Weight of the vocabulary boosting scores.")
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        value = value.lower()
+        if value not in {"debug", "info", "warning", "error"}:
+            raise ValueError(f"expected one of debug/info/warning/error, got {value!r}")
+        return value
+
+    @field_validator("allowed_chunk_s")
+    @classmethod
+    def _multiple_of_frame(cls, value: list[float]) -> list[float]:
+        for chunk_s in value:
+            frames = round(chunk_s / 0.08)
+            if frames < 1 or abs(frames * 0.08 - chunk_s) > 1e-6:
+                raise ValueError(f"chunk {chunk_s} s is not a multiple of the 0.08 s encoder frame")
+        return value
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

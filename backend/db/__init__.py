@@ -1,0 +1,1 @@
+"""Database access: SQLAlchemy 2 async models, sessions and migrations."""

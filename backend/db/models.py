@@ -1,0 +1,179 @@
+"""SQLAlchemy 2 declarative models. Every table lives here; migrations are written from them."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now in UTC (stored as UTC everywhere)."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a constraint naming convention (stable names for migrations)."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Role(enum.StrEnum):
+    ADMIN = "admin"
+    MEMBER = "member"
+
+
+class MeetingStatus(enum.StrEnum):
+    SCHEDULED = "scheduled"
+    LIVE = "live"
+    ENDED = "ended"
+
+
+class MeetingKind(enum.StrEnum):
+    MEETING = "meeting"
+    DICTATION = "dictation"
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    role: Mapped[Role] = mapped_column(Enum(Role, native_enum=False, length=16), default=Role.MEMBER)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiToken(Base):
+    """A script's bearer token; only its SHA-256 is stored."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Vocabulary(Base):
+    __tablename__ = "vocabularies"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    terms: Mapped[list[Term]] = relationship(
+        back_populates="vocabulary", cascade="all, delete-orphan", order_by="Term.id"
+    )
+
+
+class Term(Base):
+    __tablename__ = "terms"
+    __table_args__ = (UniqueConstraint("vocabulary_id", "normalized", name="uq_terms_vocabulary_normalized"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vocabulary_id: Mapped[int] = mapped_column(ForeignKey("vocabularies.id", ondelete="CASCADE"), index=True)
+    text: Mapped[str] = mapped_column(String(200))
+    normalized: Mapped[str] = mapped_column(String(200))
+    display: Mapped[str | None] = mapped_column(String(200))
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    alternates: Mapped[list[str]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    vocabulary: Mapped[Vocabulary] = relationship(back_populates="terms")
+
+
+meeting_vocabularies = Table(
+    "meeting_vocabularies",
+    Base.metadata,
+    Column("meeting_id", ForeignKey("meetings.id", ondelete="CASCADE"), primary_key=True),
+    Column("vocabulary_id", ForeignKey("vocabularies.id", ondelete="CASCADE"), primary_key=True),
+)
+
+
+class Meeting(Base):
+    """A meeting, or a dictation session (kind=dictation: one speaker with personal lists)."""
+
+    __tablename__ = "meetings"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[MeetingKind] = mapped_column(
+        Enum(MeetingKind, native_enum=False, length=16), default=MeetingKind.MEETING
+    )
+    title: Mapped[str] = mapped_column(String(200))
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), index=True)
+    chunk_ms: Mapped[int] = mapped_column(Integer, default=1120)
+    decoding: Mapped[str] = mapped_column(String(16), default="greedy")
+    status: Mapped[MeetingStatus] = mapped_column(
+        Enum(MeetingStatus, native_enum=False, length=16), default=MeetingStatus.SCHEDULED
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    vocabularies: Mapped[list[Vocabulary]] = relationship(
+        secondary=meeting_vocabularies, order_by="Vocabulary.id"
+    )
+
+
+class StreamSession(Base):
+    """One speaker's stream in a meeting; survives reconnects (resume token, stored hashed)."""
+
+    __tablename__ = "stream_sessions"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    resume_token_hash: Mapped[str] = mapped_column(String(64))
+    resume_expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    audio_offset_s: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class CaptionSegment(Base):
+    """A committed caption; persisted before it is sent to the client."""
+
+    __tablename__ = "caption_segments"
+    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_caption_segments_session_seq"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"), index=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("stream_sessions.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    start_s: Mapped[float] = mapped_column(Float)
+    end_s: Mapped[float] = mapped_column(Float)
+    words: Mapped[list[dict]] = mapped_column(JSON, default=list)
+    matched_terms: Mapped[list[str]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Ticket(Base):
+    """Single-use WebSocket ticket; only the hash is stored so a DB leak cannot be replayed."""
+
+    __tablename__ = "tickets"
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

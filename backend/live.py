@@ -1,0 +1,165 @@
+"""Live meetings on this replica: their compiled vocabularies and their streaming sessions.
+
+A meeting's vocabulary is loaded from SQL, compiled and registered in the decoder when the meeting starts
+(or when the first stream of an already-live meeting connects), BEFORE any of its audio is decoded. Every
+stream of the meeting shares that one registration; it is released when the meeting ends or is idle with
+no streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
+
+from backend.db.models import Meeting, Term, Vocabulary
+from backend.logs import get_logger
+from backend.vocab import EffectiveVocabulary, ValidTerm
+
+if TYPE_CHECKING:
+    from backend.services import Services
+    from backend.ws import CaptionSession
+
+log = get_logger(__name__)
+
+
+def terms_of(rows: Sequence[Term]) -> list[ValidTerm]:
+    """Stored (already validated) term rows as compile inputs."""
+    return [
+        ValidTerm(text=t.text, weight=t.weight, display=t.display, alternates=tuple(t.alternates or ()))
+        for t in rows
+    ]
+
+
+@dataclass
+class LiveMeeting:
+    """One live meeting on this replica. ``handle`` is the decoder registration shared by its streams."""
+
+    meeting_id: int
+    title: str
+    kind: str
+    chunk_s: float
+    decoding: str
+    vocabulary: EffectiveVocabulary
+    handle: Any = None
+    sessions: set[CaptionSession] = field(default_factory=set)
+
+    @property
+    def version(self) -> str:
+        return self.vocabulary.version_key()
+
+
+class LiveHub:
+    """Registry of live meetings and sessions; all methods run on the event loop.
+
+    ``_locks`` serialises opening/re-compiling one meeting so two streams joining at once share one
+    compile; ``sessions`` holds every connected session (for caps, lag, /api/live and drain).
+    """
+
+    def __init__(self, services: Services) -> None:
+        self._svc = services
+        self.meetings: dict[int, LiveMeeting] = {}
+        self.sessions: dict[str, CaptionSession] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+        self.draining = False
+
+    async def _load(self, meeting_id: int) -> tuple[Meeting, EffectiveVocabulary]:
+        async with self._svc.db.session() as db:
+            meeting = (
+                await db.execute(
+                    select(Meeting)
+                    .where(Meeting.id == meeting_id)
+                    .options(selectinload(Meeting.vocabularies).selectinload(Vocabulary.terms))
+                )
+            ).scalar_one()
+            terms = [t for v in meeting.vocabularies for t in terms_of(v.terms)]
+        return meeting, EffectiveVocabulary.from_terms(terms)
+
+    async def open_meeting(self, meeting_id: int) -> LiveMeeting:
+        """The live meeting, loading and registering its vocabulary first if this replica lacks it."""
+        async with self._locks.setdefault(meeting_id, asyncio.Lock()):
+            live = self.meetings.get(meeting_id)
+            if live is not None:
+                return live
+            meeting, vocabulary = await self._load(meeting_id)
+            handle = await self.compile(vocabulary)
+            live = LiveMeeting(
+                meeting_id=meeting.id,
+                title=meeting.title,
+                kind=meeting.kind.value,
+                chunk_s=meeting.chunk_ms / 1000,
+                decoding=meeting.decoding,
+                vocabulary=vocabulary,
+                handle=handle,
+            )
+            self.meetings[meeting_id] = live
+            log.info("meeting_opened", meeting_id=meeting_id, terms=len(vocabulary.entries))
+            return live
+
+    async def compile(self, vocabulary: EffectiveVocabulary) -> Any:
+        """Compile and register a vocabulary in the decoder (None for an empty one)."""
+        if not vocabulary.entries:
+            return None
+        return await self._svc.engine.load_vocabulary(vocabulary.bias_terms())
+
+    async def apply_vocabulary(self, meeting_id: int) -> LiveMeeting | None:
+        """Re-read a live meeting's vocabularies and switch every stream to the new registration."""
+        async with self._locks.setdefault(meeting_id, asyncio.Lock()):
+            live = self.meetings.get(meeting_id)
+            if live is None:
+                return None
+            _meeting, vocabulary = await self._load(meeting_id)
+            handle = await self.compile(vocabulary)
+            old = live.handle
+            live.vocabulary, live.handle = vocabulary, handle
+            for session in list(live.sessions):
+                await session.meeting_vocabulary_changed()
+            if old is not None:
+                old.release()
+            return live
+
+    async def close_meeting(self, meeting_id: int, reason: str) -> None:
+        """End every stream of the meeting (their finals are persisted) and release its registration."""
+        live = self.meetings.get(meeting_id)
+        if live is None:
+            return
+        await asyncio.gather(*(s.end(1000, reason) for s in list(live.sessions)))
+        self._forget(live)
+
+    def join(self, session: CaptionSession, live: LiveMeeting) -> None:
+        live.sessions.add(session)
+        self.sessions[session.session_id] = session
+
+    def leave(self, session: CaptionSession, live: LiveMeeting) -> None:
+        live.sessions.discard(session)
+        self.sessions.pop(session.session_id, None)
+
+    def _forget(self, live: LiveMeeting) -> None:
+        if self.meetings.get(live.meeting_id) is live:
+            del self.meetings[live.meeting_id]
+        if live.handle is not None:
+            live.handle.release()
+            live.handle = None
+
+    def sessions_of_user(self, user_id: int) -> int:
+        return sum(1 for s in self.sessions.values() if s.user_id == user_id)
+
+    def max_lag_s(self) -> float:
+        return max((s.lag_s for s in self.sessions.values()), default=0.0)
+
+    async def drain(self, timeout_s: float) -> None:
+        """Shutdown: no new sessions; each live one is told to reconnect, flushed, persisted, closed 1012."""
+        self.draining = True
+        sessions = list(self.sessions.values())
+        log.info("drain_started", sessions=len(sessions))
+        if sessions:
+            await asyncio.wait(
+                [asyncio.ensure_future(s.end(1012, "server restarting")) for s in sessions], timeout=timeout_s
+            )
+        for live in list(self.meetings.values()):
+            self._forget(live)
+        log.info("drain_finished")

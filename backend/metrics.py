@@ -1,0 +1,38 @@
+"""Prometheus metrics (served at /metrics). One registry per app so tests can build several apps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+@dataclass
+class Metrics:
+    """The service's metrics; engine figures are sampled into gauges at scrape time."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.sessions = Gauge("captions_sessions", "Live streaming sessions on this replica", registry=r)
+        self.finals_persisted = Counter("captions_finals_persisted", "Finals written to the DB", registry=r)
+        self.partials_dropped = Counter(
+            "captions_partials_dropped", "Partials not sent due to lag", registry=r
+        )
+        self.rejected_sessions = Counter(
+            "captions_rejected_sessions", "Sessions refused or closed for capacity", ["reason"], registry=r
+        )
+        self.lag_s = Gauge(
+            "captions_max_lag_seconds", "Largest audio received - decoded, seconds", registry=r
+        )
+        self.batch_streams = Gauge(
+            "captions_engine_batch_streams", "Streams in the last decode step", registry=r
+        )
+        self.step_ms = Gauge("captions_engine_step_ms", "Duration of the last decode step, ms", registry=r)
+        self.queue_wait_ms = Gauge(
+            "captions_engine_queue_wait_ms", "Chunk wait before its step, ms", registry=r
+        )
+        self.engine_ready = Gauge(
+            "captions_engine_ready", "1 when the decoder is loaded and alive", registry=r
+        )

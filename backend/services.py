@@ -1,0 +1,79 @@
+"""The service container: everything a request handler needs, built once in the app's lifespan."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+
+from backend.config import Settings
+from backend.db.models import Role, User
+from backend.db.session import Database
+from backend.live import LiveHub
+from backend.logs import get_logger
+from backend.metrics import Metrics
+from backend.security import LoginRateLimiter, SessionCodec, hash_password
+from biasing.terms import TermLimits
+
+log = get_logger(__name__)
+
+
+@dataclass
+class Services:
+    """Owned by the app; ``engine`` is the batched decoder (or a test double with the same API)."""
+
+    settings: Settings
+    db: Database
+    engine: Any
+    session_codec: SessionCodec
+    login_limiter: LoginRateLimiter
+    term_limits: TermLimits
+    metrics: Metrics = field(default_factory=Metrics)
+    hub: LiveHub = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.hub = LiveHub(self)
+
+    def readiness(self) -> dict[str, bool]:
+        """The checks behind /readyz (the database is pinged separately, it is async)."""
+        return {
+            "engine": bool(self.engine.ready),
+            "not_draining": not self.hub.draining,
+            "capacity": len(self.hub.sessions) < self.settings.max_sessions,
+            "not_lagging": self.hub.max_lag_s() < self.settings.lag_not_ready_s,
+        }
+
+    def accepting_sessions(self) -> bool:
+        return all(self.readiness().values())
+
+
+def secret_key(settings: Settings) -> str:
+    """The configured secret, or one generated once and kept in ``data_dir`` (mode 600)."""
+    if settings.secret_key:
+        return settings.secret_key
+    path = settings.data_dir / "secret_key"
+    if not path.exists():
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(48))
+    return path.read_text().strip()
+
+
+async def ensure_admin(settings: Settings, db: Database) -> None:
+    """Create the first admin when the database has no user (password from settings or a 0600 file)."""
+    async with db.session() as session:
+        if (await session.execute(select(func.count(User.id)))).scalar_one() > 0:
+            return
+        password = settings.admin_password
+        if password is None:
+            password = secrets.token_urlsafe(12)
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            path = settings.data_dir / "admin-password.txt"
+            path.touch(mode=0o600)
+            path.write_text(password + "\n")
+            log.warning("admin_created", username=settings.admin_username, password_file=str(path))
+        session.add(
+            User(username=settings.admin_username, password_hash=hash_password(password), role=Role.ADMIN)
+        )

@@ -1,0 +1,582 @@
+"""WebSocket protocol v1 (docs/protocol.md): handshake checks, one caption session per socket.
+
+A session has two tasks: the reader receives frames, enforces size, rate and idle limits and queues work;
+the consumer pushes one chunk at a time to the engine (at most one in flight), persists every final
+BEFORE sending it, and owns the socket's closing. Lifecycle: connecting -> authenticated -> streaming
+-> draining -> closed (``SessionState``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from sqlalchemy import select, update
+from starlette.responses import Response
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, Ticket, User, utcnow
+from backend.db.session import as_utc
+from backend.engine.types import EngineError, StreamOptions
+from backend.logs import get_logger
+from backend.security import new_token, token_hash
+from backend.vocab import EffectiveVocabulary, parse_term_items, validate_terms
+
+if TYPE_CHECKING:
+    from backend.live import LiveMeeting
+    from backend.services import Services
+
+log = get_logger(__name__)
+SUBPROTOCOL = "captions.v1"
+TICKET_PREFIX = "ticket."
+
+
+class SessionState(enum.Enum):
+    CONNECTING = "connecting"
+    AUTHENTICATED = "authenticated"
+    STREAMING = "streaming"
+    DRAINING = "draining"
+    CLOSED = "closed"
+
+
+_ALLOWED = {
+    SessionState.CONNECTING: {SessionState.AUTHENTICATED, SessionState.CLOSED},
+    SessionState.AUTHENTICATED: {SessionState.STREAMING, SessionState.CLOSED},
+    SessionState.STREAMING: {SessionState.DRAINING, SessionState.CLOSED},
+    SessionState.DRAINING: {SessionState.CLOSED},
+    SessionState.CLOSED: set(),
+}
+
+
+class ProtocolViolation(Exception):
+    """The client broke the protocol; the session closes with ``code``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What a valid ticket grants: this user may stream into this meeting."""
+
+    user_id: int
+    username: str
+    meeting_id: int
+
+
+async def admit(websocket: WebSocket, svc: Services) -> Admission | None:
+    """Handshake checks before accept: origin (403), ticket (403), capacity (503). None = rejected."""
+    origin = websocket.headers.get("origin")
+    if origin not in svc.settings.allowed_origins:
+        log.warning("ws_rejected", reason="origin", origin=origin)
+        await websocket.close(code=1008)
+        return None
+    protocols = websocket.scope.get("subprotocols", [])
+    tickets = [p[len(TICKET_PREFIX) :] for p in protocols if p.startswith(TICKET_PREFIX)]
+    admission = await _redeem_ticket(svc, tickets[0]) if SUBPROTOCOL in protocols and tickets else None
+    if admission is None:
+        log.warning("ws_rejected", reason="ticket")
+        await websocket.close(code=1008)
+        return None
+    if not svc.accepting_sessions() or svc.hub.sessions_of_user(admission.user_id) >= (
+        svc.settings.max_sessions_per_user
+    ):
+        log.warning("ws_rejected", reason="capacity", user_id=admission.user_id)
+        svc.metrics.rejected_sessions.labels(reason="capacity").inc()
+        await websocket.send_denial_response(Response("busy", status_code=503))
+        return None
+    return admission
+
+
+async def _redeem_ticket(svc: Services, ticket: str) -> Admission | None:
+    """Mark the ticket used (atomically: a ticket works once) and return what it grants."""
+    now = utcnow()
+    async with svc.db.session() as db:
+        result = await db.execute(
+            update(Ticket)
+            .where(Ticket.token_hash == token_hash(ticket), Ticket.used_at.is_(None), Ticket.expires_at > now)
+            .values(used_at=now)
+        )
+        if result.rowcount != 1:
+            return None
+        row = await db.get(Ticket, token_hash(ticket))
+        user = await db.get(User, row.user_id) if row else None
+        if row is None or user is None:
+            return None
+        return Admission(user_id=user.id, username=user.username, meeting_id=row.meeting_id)
+
+
+class CaptionSession:
+    """One socket's streaming session. See the module docstring for the task split."""
+
+    def __init__(self, websocket: WebSocket, svc: Services, admission: Admission) -> None:
+        self.ws = websocket
+        self.svc = svc
+        self.user_id = admission.user_id
+        self.username = admission.username
+        self.meeting_id = admission.meeting_id
+        self.session_id = ""
+        self.state = SessionState.CONNECTING
+        self.live: LiveMeeting | None = None
+        self.chunk_s = 0.0
+        self.chunk_bytes = 0
+        self.seq = 0
+        self.utterance = 0
+        self.audio_offset_s = 0.0
+        self.received_s = 0.0
+        self.decoded_s = 0.0
+        self.partials = 0
+        self.finals = 0
+        self.started_monotonic = time.monotonic()
+        self.started_at = utcnow()
+        self.last_partial = ""
+        self._extra: EffectiveVocabulary | None = None
+        self._session_handle: Any = None
+        self._vocabulary = EffectiveVocabulary()
+        self._stream: Any = None
+        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._end_request: tuple[int, str] | None = None
+        self._done = asyncio.Event()
+        self._log = log
+
+    # ----- lifecycle -------------------------------------------------------------------------------
+    def _to(self, state: SessionState) -> None:
+        if state not in _ALLOWED[self.state]:
+            raise RuntimeError(f"expected a state reachable from {self.state.value}, got {state.value}")
+        self.state = state
+
+    @property
+    def lag_s(self) -> float:
+        """Audio received minus audio decoded, seconds."""
+        return max(0.0, self.received_s - self.decoded_s)
+
+    async def run(self) -> None:
+        """Accept, read ``start``, stream until stop/close/drain; always release what it holds."""
+        await self.ws.accept(subprotocol=SUBPROTOCOL)
+        self._to(SessionState.AUTHENTICATED)
+        try:
+            await self._begin()
+        except ProtocolViolation as exc:
+            await self._send_error("protocol", str(exc))
+            await self._close(exc.code, str(exc))
+            return
+        except WebSocketDisconnect:
+            self._to(SessionState.CLOSED)
+            return
+        reader = asyncio.create_task(self._reader(), name=f"reader-{self.session_id}")
+        try:
+            await self._consume()
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            await self._cleanup()
+
+    async def end(self, code: int, reason: str) -> None:
+        """Ask the session to finish (drain, meeting end, admin): finals are flushed, then it closes."""
+        if self.state in (SessionState.STREAMING, SessionState.AUTHENTICATED):
+            self._end_request = (code, reason)
+            self._queue.put_nowait(("end", None))
+        await self._done.wait()
+
+    # ----- start / resume ----------------------------------------------------------------------------
+    async def _begin(self) -> None:
+        try:
+            raw = await asyncio.wait_for(self.ws.receive_text(), timeout=self.svc.settings.idle_timeout_s)
+        except TimeoutError as exc:
+            raise ProtocolViolation(1008, "no start message") from exc
+        message = _parse_json(raw)
+        if message.get("type") != "start":
+            raise ProtocolViolation(1008, f"expected a start message, got {message.get('type')!r}")
+        chunk_s = message.get("chunk_s")
+        if chunk_s not in self.svc.settings.allowed_chunk_s:
+            raise ProtocolViolation(1008, f"chunk_s must be one of {self.svc.settings.allowed_chunk_s}")
+        self.chunk_s = float(chunk_s)
+        self.chunk_bytes = 2 * self.svc.engine.chunk_samples(self.chunk_s)
+        resume_token, replay = await self._open_session(message)
+        self._log = log.bind(session_id=self.session_id, meeting_id=self.meeting_id)
+        self.live = await self.svc.hub.open_meeting(self.meeting_id)
+        self._vocabulary = self.live.vocabulary
+        self._stream = self.svc.engine.open_stream(self._options(self.live.handle))
+        self.svc.hub.join(self, self.live)
+        self._to(SessionState.STREAMING)
+        self.svc.metrics.sessions.inc()
+        self._log.info("session_started", resumed=bool(message.get("resume_token")), chunk_s=self.chunk_s)
+        await self._send(
+            {
+                "type": "ready",
+                "session_id": self.session_id,
+                "resume_token": resume_token,
+                "chunk_s": self.chunk_s,
+                "chunk_samples": self.chunk_bytes // 2,
+                "sample_rate": 16000,
+                "meeting": {"id": self.live.meeting_id, "title": self.live.title, "kind": self.live.kind},
+                "vocabulary_version": self.live.version,
+                "terms": sorted({e.shown for e in self.live.vocabulary.entries}),
+            }
+        )
+        for segment in replay:
+            await self._send(_final_message(segment))
+
+    def _options(self, handle: Any) -> Any:
+        decoding = self.live.decoding if self.live else "greedy"
+        return StreamOptions(chunk_s=self.chunk_s, decoding=decoding, vocabulary=handle)
+
+    async def _open_session(self, message: dict[str, Any]) -> tuple[str, list[CaptionSegment]]:
+        """Create the stream session, or resume one: returns the resume token and the finals to replay."""
+        ttl = timedelta(seconds=self.svc.settings.resume_ttl_s)
+        token = message.get("resume_token")
+        async with self.svc.db.session() as db:
+            meeting = await db.get(Meeting, self.meeting_id)
+            if meeting is None or meeting.status == MeetingStatus.ENDED:
+                raise ProtocolViolation(1008, "the meeting has ended")
+            if meeting.status == MeetingStatus.SCHEDULED:
+                meeting.status, meeting.started_at = MeetingStatus.LIVE, utcnow()
+            if isinstance(token, str):
+                row = (
+                    await db.execute(
+                        select(StreamSession).where(StreamSession.resume_token_hash == token_hash(token))
+                    )
+                ).scalar_one_or_none()
+                if (
+                    row is None
+                    or row.meeting_id != self.meeting_id
+                    or as_utc(row.resume_expires_at) < utcnow()
+                ):
+                    raise ProtocolViolation(1008, "resume token unknown or expired")
+                last_seq = message.get("last_seq") or 0
+                if not isinstance(last_seq, int):
+                    raise ProtocolViolation(1008, "last_seq must be an integer")
+                segments = (
+                    (
+                        await db.execute(
+                            select(CaptionSegment)
+                            .where(CaptionSegment.session_id == row.id)
+                            .order_by(CaptionSegment.seq)
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
+                row.resume_expires_at = utcnow() + ttl
+                row.ended_at = None
+                self.session_id = row.id
+                self.audio_offset_s = row.audio_offset_s
+                self.seq = segments[-1].seq if segments else 0
+                return token, [s for s in segments if s.seq > last_seq]
+            token = new_token()
+            self.session_id = str(uuid.uuid4())
+            db.add(
+                StreamSession(
+                    id=self.session_id,
+                    meeting_id=self.meeting_id,
+                    user_id=self.user_id,
+                    resume_token_hash=token_hash(token),
+                    resume_expires_at=utcnow() + ttl,
+                )
+            )
+            return token, []
+
+    # ----- reader ----------------------------------------------------------------------------------
+    async def _reader(self) -> None:
+        """Receive frames; enforce frame size, audio rate, buffer bound and idle timeout; queue work."""
+        settings = self.svc.settings
+        first_audio: float | None = None
+        max_queued = max(2, int(settings.lag_busy_s / self.chunk_s) + 2)
+        try:
+            while True:
+                try:
+                    message = await asyncio.wait_for(self.ws.receive(), timeout=settings.idle_timeout_s)
+                except TimeoutError:
+                    self._queue.put_nowait(("violation", ProtocolViolation(1008, "idle timeout")))
+                    return
+                if message["type"] == "websocket.disconnect":
+                    self._queue.put_nowait(("gone", message.get("code")))
+                    return
+                if time.monotonic() - self.started_monotonic > settings.max_session_s:
+                    self._queue.put_nowait(("violation", ProtocolViolation(1008, "maximum session length")))
+                    return
+                data = message.get("bytes")
+                if data is not None:
+                    if len(data) > settings.max_ws_message_bytes:
+                        self._queue.put_nowait(("violation", ProtocolViolation(1009, "frame too large")))
+                        return
+                    if len(data) != self.chunk_bytes:
+                        raise ProtocolViolation(
+                            1008, f"audio frames must be exactly {self.chunk_bytes} bytes"
+                        )
+                    now = time.monotonic()
+                    first_audio = now if first_audio is None else first_audio
+                    budget_s = (now - first_audio) * settings.max_audio_rate + settings.audio_burst_s
+                    if self.received_s + self.chunk_s > budget_s:
+                        raise ProtocolViolation(1008, "audio arrives faster than real time")
+                    if self._queue.qsize() >= max_queued:
+                        self._queue.put_nowait(("busy", None))
+                        return
+                    self.received_s += self.chunk_s
+                    self._queue.put_nowait(("audio", data))
+                    continue
+                text = message.get("text")
+                if text is None:
+                    continue
+                request = _parse_json(text)
+                kind = request.get("type")
+                if kind == "keepalive":
+                    continue
+                if kind in ("stop", "configure"):
+                    self._queue.put_nowait((kind, request))
+                    if kind == "stop":
+                        return
+                    continue
+                raise ProtocolViolation(1008, f"unknown message type {kind!r}")
+        except ProtocolViolation as exc:
+            self._queue.put_nowait(("violation", exc))
+        except WebSocketDisconnect as exc:
+            self._queue.put_nowait(("gone", exc.code))
+
+    # ----- consumer --------------------------------------------------------------------------------
+    async def _consume(self) -> None:
+        try:
+            while True:
+                kind, payload = await self._queue.get()
+                if kind == "audio":
+                    result = await self._stream.push(payload)
+                    self.decoded_s += self.chunk_s
+                    await self._deliver(result)
+                    if self.lag_s >= self.svc.settings.lag_busy_s:
+                        await self._finish_and_close(1013, "overloaded", busy=True)
+                        return
+                elif kind == "configure":
+                    await self._configure(payload)
+                elif kind == "stop":
+                    await self._finish_and_close(1000, "stopped", stopped=True)
+                    return
+                elif kind == "busy":
+                    await self._finish_and_close(1013, "overloaded", busy=True)
+                    return
+                elif kind == "violation":
+                    await self._send_error("protocol", str(payload))
+                    await self._finish_and_close(payload.code, str(payload))
+                    return
+                elif kind == "gone":
+                    self._log.info("client_gone", code=payload)
+                    await self._finish_quietly()
+                    return
+                elif kind == "end" and self._end_request is not None:
+                    code, reason = self._end_request
+                    if code == 1012:
+                        self._to(SessionState.DRAINING)
+                        await self._send({"type": "reconnect", "reason": reason})
+                    await self._finish_and_close(code, reason)
+                    return
+        except EngineError as exc:
+            self._log.error("engine_failed", error=str(exc))
+            self._stream = None
+            await self._send_error("decoder_failed", "the decoder failed; reconnect later")
+            await self._close(1011, "decoder failed")
+
+    async def _deliver(self, result: Any) -> None:
+        """Persist then send each new final; send the partial unless the server is lagging."""
+        for final in result.finals:
+            await self._commit(final)
+        partial = result.partial
+        if partial != self.last_partial:
+            self.last_partial = partial
+            if self.lag_s < self.svc.settings.lag_drop_partials_s:
+                self.partials += 1
+                await self._send(
+                    {
+                        "type": "partial",
+                        "text": partial,
+                        "utterance": self.utterance,
+                        "lag_s": round(self.lag_s, 2),
+                    }
+                )
+            else:
+                self.svc.metrics.partials_dropped.inc()
+
+    async def _commit(self, final: Any) -> None:
+        text, matched = self._vocabulary.apply(final.text.strip())
+        if not text:
+            return
+        self.seq += 1
+        self.utterance += 1
+        self.last_partial = ""
+        offset = self.audio_offset_s
+        segment = CaptionSegment(
+            meeting_id=self.meeting_id,
+            session_id=self.session_id,
+            seq=self.seq,
+            text=text,
+            start_s=round(offset + final.start_s, 3),
+            end_s=round(offset + final.end_s, 3),
+            words=[
+                {"text": w.text, "start_s": round(offset + w.start_s, 3), "end_s": round(offset + w.end_s, 3)}
+                for w in final.words
+            ],
+            matched_terms=matched,
+        )
+        async with self.svc.db.session() as db:
+            db.add(segment)
+            await db.execute(
+                update(StreamSession)
+                .where(StreamSession.id == self.session_id)
+                .values(audio_offset_s=offset + self.decoded_s)
+            )
+        self.finals += 1
+        self.svc.metrics.finals_persisted.inc()
+        await self._send(_final_message(segment))
+
+    async def _configure(self, request: dict[str, Any]) -> None:
+        parsed, errors = parse_term_items(request.get("terms"))
+        limit = self.svc.settings.max_terms_per_session
+        if len(parsed) + len(errors) > limit:
+            await self._send_error("invalid_terms", f"at most {limit} extra terms per session")
+            return
+        valid, bad = validate_terms(parsed, self.svc.term_limits, self.svc.engine.tokenizer)
+        errors += bad
+        if errors:
+            await self._send_error(
+                "invalid_terms",
+                f"{len(errors)} term(s) rejected",
+                [e.as_dict("index") for e in sorted(errors, key=lambda e: e.position)],
+            )
+            return
+        self._extra = EffectiveVocabulary.from_terms(t for _, t in valid)
+        await self._rebuild_vocabulary()
+        await self._send(
+            {
+                "type": "configured",
+                "version": self._vocabulary.version_key(),
+                "terms": [{"text": t.text, "display": t.display, "weight": t.weight} for _, t in valid],
+            }
+        )
+
+    async def meeting_vocabulary_changed(self) -> None:
+        """The meeting's vocabulary was re-applied while live: switch this stream between steps."""
+        await self._rebuild_vocabulary()
+
+    async def _rebuild_vocabulary(self) -> None:
+        assert self.live is not None  # noqa: S101 - only called while streaming
+        if self._extra is None or not self._extra.entries:
+            merged, handle = self.live.vocabulary, self.live.handle
+            new_session_handle = None
+        else:
+            merged = self.live.vocabulary.merged_with(self._extra)
+            new_session_handle = handle = await self.svc.hub.compile(merged)
+        if self._stream is not None:
+            await self._stream.set_vocabulary(handle)
+        if self._session_handle is not None:
+            self._session_handle.release()
+        self._session_handle = new_session_handle
+        self._vocabulary = merged
+
+    # ----- closing ---------------------------------------------------------------------------------
+    async def _finish_and_close(
+        self, code: int, reason: str, stopped: bool = False, busy: bool = False
+    ) -> None:
+        if self._stream is not None:
+            result = await self._stream.finish()
+            self._stream = None
+            for final in result.finals:
+                await self._commit(final)
+        if stopped:
+            await self._send({"type": "stopped", "finals": self.seq})
+        if busy:
+            self.svc.metrics.rejected_sessions.labels(reason="busy").inc()
+            await self._send({"type": "busy", "message": "the server is overloaded; try again shortly"})
+        await self._close(code, reason)
+
+    async def _finish_quietly(self) -> None:
+        """The client vanished: still commit (persist) its last words so a resume replays them."""
+        if self._stream is not None:
+            result = await self._stream.finish()
+            self._stream = None
+            for final in result.finals:
+                await self._commit(final)
+        self._to(SessionState.CLOSED)
+
+    async def _close(self, code: int, reason: str) -> None:
+        if self.state != SessionState.CLOSED:
+            self._to(SessionState.CLOSED)
+        if self.ws.application_state != WebSocketState.DISCONNECTED:
+            try:
+                await self.ws.close(code=code, reason=reason[:120])
+            except (RuntimeError, WebSocketDisconnect):
+                pass  # the client closed first; nothing left to tell it
+        self._log.info("session_closed", code=code, reason=reason, finals=self.seq)
+
+    async def _cleanup(self) -> None:
+        if self._stream is not None:
+            self._stream.abort()
+            self._stream = None
+        if self._session_handle is not None:
+            self._session_handle.release()
+            self._session_handle = None
+        if self.live is not None:
+            self.svc.hub.leave(self, self.live)
+            self.svc.metrics.sessions.dec()
+        if self.state != SessionState.CLOSED:
+            self._to(SessionState.CLOSED)
+        if self.session_id:
+            async with self.svc.db.session() as db:
+                await db.execute(
+                    update(StreamSession).where(StreamSession.id == self.session_id).values(ended_at=utcnow())
+                )
+        self._done.set()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if self.ws.application_state == WebSocketState.CONNECTED:
+            try:
+                await self.ws.send_text(json.dumps(message))
+            except (WebSocketDisconnect, RuntimeError):
+                self._log.info("send_after_disconnect", type=message.get("type"))
+
+    async def _send_error(self, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+        body: dict[str, Any] = {"type": "error", "code": code, "message": message}
+        if errors is not None:
+            body["errors"] = errors
+        await self._send(body)
+
+
+def _final_message(segment: CaptionSegment) -> dict[str, Any]:
+    return {
+        "type": "final",
+        "seq": segment.seq,
+        "text": segment.text,
+        "start_s": segment.start_s,
+        "end_s": segment.end_s,
+        "words": segment.words or [],
+        "matched_terms": segment.matched_terms or [],
+    }
+
+
+def _parse_json(raw: str) -> dict[str, Any]:
+    try:
+        message = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ProtocolViolation(1008, "text frames must be JSON") from exc
+    if not isinstance(message, dict):
+        raise ProtocolViolation(1008, "text frames must be JSON objects")
+    return message
+
+
+async def websocket_endpoint(websocket: WebSocket) -> None:
+    """``/ws``: the caption stream (protocol v1)."""
+    svc: Services = websocket.app.state.services
+    admission = await admit(websocket, svc)
+    if admission is None:
+        return
+    session = CaptionSession(websocket, svc, admission)
+    structlog.contextvars.bind_contextvars(meeting_id=admission.meeting_id)
+    try:
+        await session.run()
+    finally:
+        structlog.contextvars.clear_contextvars()

@@ -1,0 +1,46 @@
+"""Shared fixtures. Torch gets one intra-op thread: two made small calls hundreds of times slower here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from starlette.testclient import TestClient
+
+from backend.app import create_app
+from backend.config import Settings
+from backend.db.migrate import upgrade
+from tests.support.fake_engine import FakeEngine
+from tests.support.server import ADMIN_PASSWORD, make_settings
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    settings = make_settings(tmp_path)
+    upgrade("head", settings.database_url)
+    return settings
+
+
+@pytest.fixture
+def fake_engine() -> FakeEngine:
+    return FakeEngine()
+
+
+@pytest.fixture
+def client(settings: Settings, fake_engine: FakeEngine) -> Iterator[TestClient]:
+    """In-process app (lifespan run) on the fake engine, not logged in."""
+    with TestClient(create_app(settings, engine=fake_engine), base_url=f"http://127.0.0.1:{settings.port}") as c:
+        yield c
+
+
+@pytest.fixture
+def admin(client: TestClient) -> TestClient:
+    """The same client, logged in as the admin, sending the CSRF header."""
+    response = client.post("/api/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD})
+    assert response.status_code == 200, response.text
+    client.headers["x-csrf-token"] = response.json()["csrf_token"]
+    return client

@@ -1,0 +1,106 @@
+"""A real uvicorn server on 127.0.0.1 and a free port, in a background thread, for protocol tests.
+
+``LiveServer(settings, engine)`` starts the app exactly as ``captions serve`` does (DrainingServer and the
+same uvicorn options); ``stop()`` drains like SIGTERM. Restart on the same database by building a new
+LiveServer with the same settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from backend.app import create_app
+from backend.config import Settings
+from backend.db.migrate import upgrade
+from backend.server import DrainingServer, server_config
+
+ADMIN_PASSWORD = "correct horse battery staple"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    """Settings for a throwaway service: SQLite in ``tmp_path``, fixed admin password, free port."""
+    port = overrides.pop("port", None) or free_port()
+    values: dict[str, Any] = {
+        "database_url": f"sqlite+aiosqlite:///{tmp_path / 'captions.db'}",
+        "data_dir": tmp_path / "data",
+        "cache_dir": tmp_path / "cache",
+        "admin_password": ADMIN_PASSWORD,
+        "secret_key": "test-secret-key-0123456789",
+        "port": port,
+        "allowed_origins": [f"http://127.0.0.1:{port}", f"http://localhost:{port}"],
+        "log_level": "warning",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+class LiveServer:
+    """uvicorn serving ``create_app(settings, engine)`` in a thread; the database is migrated first."""
+
+    def __init__(self, settings: Settings, engine: Any = None, migrate: bool = True) -> None:
+        if migrate:
+            upgrade("head", settings.database_url)
+        self.settings = settings
+        self.app = create_app(settings, engine=engine)
+        self.server = DrainingServer(server_config(self.app, settings, "127.0.0.1", settings.port), self.app)
+        self.thread = threading.Thread(target=self._run, name="uvicorn", daemon=True)
+        self.base_url = f"http://127.0.0.1:{settings.port}"
+        self.ws_url = f"ws://127.0.0.1:{settings.port}/ws"
+        self.origin = f"http://127.0.0.1:{settings.port}"
+
+    def _run(self) -> None:
+        asyncio.run(self.server.serve())
+
+    def start(self, timeout_s: float = 120.0) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.thread.is_alive():
+                raise RuntimeError("server thread died during start-up")
+            try:
+                if httpx.get(self.base_url + "/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError("server did not become ready")
+
+    @property
+    def services(self) -> Any:
+        return self.app.state.services
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Graceful stop, as on SIGTERM: drain, then uvicorn's shutdown."""
+        self.server.should_exit = True
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            raise TimeoutError("server did not stop")
+
+    def __enter__(self) -> LiveServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.thread.is_alive():
+            self.stop()
+
+
+def login(base_url: str, username: str = "admin", password: str = ADMIN_PASSWORD) -> httpx.Client:
+    """An httpx client logged in with the cookie session, sending the CSRF header on every request."""
+    client = httpx.Client(base_url=base_url, timeout=30)
+    response = client.post("/api/auth/login", json={"username": username, "password": password})
+    response.raise_for_status()
+    client.headers["x-csrf-token"] = response.json()["csrf_token"]
+    return client
