@@ -89,7 +89,7 @@ async def openapi(request: Request) -> Response:
     tags: [operations]
     responses: {200: {description: OpenAPI 3 document}}
     """
-    return schemas.OpenAPIResponse(request=request)
+    return JSONResponse(schemas.get_schema(routes=request.app.routes))
 
 
 def _page(name: str) -> Any:

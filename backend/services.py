@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from backend.config import Settings
 from backend.db.models import Role, User
@@ -62,7 +63,16 @@ def secret_key(settings: Settings) -> str:
 
 
 async def ensure_admin(settings: Settings, db: Database) -> None:
-    """Create the first admin when the database has no user (password from settings or a 0600 file)."""
+    """Create the first admin when the database has no user (password from settings or a 0600 file).
+
+    Replicas starting together may race: the loser's insert violates the unique username and is ignored."""
+    try:
+        await _create_first_admin(settings, db)
+    except IntegrityError:
+        log.info("admin_created_by_another_replica")
+
+
+async def _create_first_admin(settings: Settings, db: Database) -> None:
     async with db.session() as session:
         if (await session.execute(select(func.count(User.id)))).scalar_one() > 0:
             return

@@ -174,6 +174,11 @@ class CaptionSession:
         reader = asyncio.create_task(self._reader(), name=f"reader-{self.session_id}")
         try:
             await self._consume()
+            # Keep reading (and discarding) until the client answers the close: frames it had already sent
+            # would otherwise fill uvicorn's queue and stall the close handshake.
+            await asyncio.wait_for(asyncio.shield(reader), timeout=5.0)
+        except TimeoutError:
+            pass
         finally:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
@@ -301,13 +306,11 @@ class CaptionSession:
                     self._queue.put_nowait(("gone", message.get("code")))
                     return
                 if time.monotonic() - self.started_monotonic > settings.max_session_s:
-                    self._queue.put_nowait(("violation", ProtocolViolation(1008, "maximum session length")))
-                    return
+                    raise ProtocolViolation(1008, "maximum session length")
                 data = message.get("bytes")
                 if data is not None:
                     if len(data) > settings.max_ws_message_bytes:
-                        self._queue.put_nowait(("violation", ProtocolViolation(1009, "frame too large")))
-                        return
+                        raise ProtocolViolation(1009, "frame too large")
                     if len(data) != self.chunk_bytes:
                         raise ProtocolViolation(
                             1008, f"audio frames must be exactly {self.chunk_bytes} bytes"
@@ -319,6 +322,7 @@ class CaptionSession:
                         raise ProtocolViolation(1008, "audio arrives faster than real time")
                     if self._queue.qsize() >= max_queued:
                         self._queue.put_nowait(("busy", None))
+                        await self._discard_until_closed()
                         return
                     self.received_s += self.chunk_s
                     self._queue.put_nowait(("audio", data))
@@ -338,8 +342,16 @@ class CaptionSession:
                 raise ProtocolViolation(1008, f"unknown message type {kind!r}")
         except ProtocolViolation as exc:
             self._queue.put_nowait(("violation", exc))
+            await self._discard_until_closed()
         except WebSocketDisconnect as exc:
             self._queue.put_nowait(("gone", exc.code))
+
+    async def _discard_until_closed(self) -> None:
+        """After a violation, drop whatever the client still sends until the socket closes."""
+        while True:
+            message = await self.ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
 
     # ----- consumer --------------------------------------------------------------------------------
     async def _consume(self) -> None:

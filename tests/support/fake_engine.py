@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import threading
 from dataclasses import dataclass, field
 
 from backend.engine.types import EngineError, Final, StepResult, StreamOptions, Word
@@ -51,6 +52,8 @@ class FakeStream:
         self.busy = True
         try:
             await asyncio.sleep(self.engine.step_delay_s)
+            if self.engine.gate is not None:  # a test holds the decoder: each step waits for a release
+                await asyncio.to_thread(self.engine.gate.acquire)
             if self.engine.fail_next:
                 self.engine.fail_next = False
                 self.engine.ready = False
@@ -99,6 +102,7 @@ class FakeEngine:
     """Same async API as ``backend.engine.Engine``; counts handles and streams so tests can check leaks."""
 
     step_delay_s: float = 0.0
+    gate: threading.Semaphore | None = None
     fail_next: bool = False
     ready: bool = False
     tokenizer: object = None

@@ -51,8 +51,10 @@ class LiveServer:
     """uvicorn serving ``create_app(settings, engine)`` in a thread; the database is migrated first."""
 
     def __init__(self, settings: Settings, engine: Any = None, migrate: bool = True) -> None:
-        if migrate:
-            upgrade("head", settings.database_url)
+        if migrate:  # in a thread: Alembic's async env calls asyncio.run, and tests may hold a loop
+            worker = threading.Thread(target=upgrade, args=("head", settings.database_url))
+            worker.start()
+            worker.join()
         self.settings = settings
         self.app = create_app(settings, engine=engine)
         self.server = DrainingServer(server_config(self.app, settings, "127.0.0.1", settings.port), self.app)

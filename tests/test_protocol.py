@@ -1,0 +1,360 @@
+"""Protocol v1 against a real uvicorn on 127.0.0.1 (the fake engine stands in for the decoder).
+
+Each test maps to a row of docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.support.fake_engine import VOCAB_SAMPLE, FakeEngine, chunk
+from tests.support.server import LiveServer, login, make_settings
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    settings = make_settings(tmp_path, idle_timeout_s=3.0, max_sessions=4, max_sessions_per_user=4)
+    with LiveServer(settings, FakeEngine()) as live:
+        yield live
+
+
+def meeting(server: LiveServer, terms: list[Any] | None = None, chunk_s: float = 0.56) -> tuple[httpx.Client, int]:
+    api = login(server.base_url)
+    vocab_ids = []
+    if terms:
+        vocab = api.post("/api/vocabularies", json={"name": "v"}).json()["vocabulary"]
+        assert api.post(f"/api/vocabularies/{vocab['id']}/terms", json={"terms": terms}).status_code == 200
+        vocab_ids = [vocab["id"]]
+    created = api.post("/api/meetings", json={"title": "Standup", "chunk_s": chunk_s, "vocabulary_ids": vocab_ids})
+    return api, created.json()["meeting"]["id"]
+
+
+def ticket(api: httpx.Client, meeting_id: int) -> str:
+    return api.post(f"/api/meetings/{meeting_id}/ticket").json()["ticket"]
+
+
+async def open_ws(server: LiveServer, ticket_value: str | None, origin: str | None = None) -> ClientConnection:
+    protocols = ["captions.v1"] + ([f"ticket.{ticket_value}"] if ticket_value else [])
+    return await connect(
+        server.ws_url,
+        subprotocols=protocols,
+        origin=origin or server.origin,
+        max_size=2**20,
+        compression=None,
+    )
+
+
+async def start(ws: ClientConnection, chunk_s: float = 0.56, **extra: Any) -> dict[str, Any]:
+    await ws.send(json.dumps({"type": "start", "chunk_s": chunk_s, **extra}))
+    ready = json.loads(await ws.recv())
+    assert ready["type"] == "ready", ready
+    return ready
+
+
+async def collect(ws: ClientConnection) -> list[dict[str, Any]]:
+    """Every message until the server closes the socket."""
+    messages = []
+    try:
+        async for raw in ws:
+            messages.append(json.loads(raw))
+    except ConnectionClosed:
+        pass
+    return messages
+
+
+def finals(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if m["type"] == "final"]
+
+
+def persisted(server: LiveServer) -> list[tuple[int, str]]:
+    engine = sa.create_engine(server.settings.database_url.replace("+aiosqlite", ""))
+    with engine.connect() as connection:
+        rows = connection.execute(sa.text("SELECT seq, text FROM caption_segments ORDER BY seq")).all()
+    engine.dispose()
+    return [tuple(r) for r in rows]
+
+
+async def test_stream_finals_are_persisted_and_stop_flushes(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    assert ws.subprotocol == "captions.v1"
+    ready = await start(ws)
+    assert ready["chunk_samples"] == 8960
+    for sample in (11, 12, 0, 13):
+        await ws.send(chunk(sample))
+    await ws.send(json.dumps({"type": "stop"}))
+    messages = await collect(ws)
+    assert [m["text"] for m in finals(messages)] == ["word11 word12", "word13"]
+    assert [m["seq"] for m in finals(messages)] == [1, 2]
+    assert messages[-1]["type"] == "stopped"
+    assert ws.close_code == 1000
+    assert persisted(server) == [(1, "word11 word12"), (2, "word13")]
+    partials = [m["text"] for m in messages if m["type"] == "partial"]
+    assert partials[:2] == ["word11", "word11 word12"]
+
+
+async def test_oversized_frame_closes_1009(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    await start(ws)
+    await ws.send(b"\x00" * (server.settings.max_ws_message_bytes + 1))
+    await collect(ws)
+    assert ws.close_code == 1009
+
+
+async def test_wrong_chunk_size_closes_1008_with_error(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    await start(ws)
+    await ws.send(b"\x01\x00" * 100)
+    messages = await collect(ws)
+    assert ws.close_code == 1008
+    assert messages[-1]["type"] == "error" and "exactly" in messages[-1]["message"]
+
+
+async def test_origin_is_checked_before_accept(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    with pytest.raises(InvalidStatus) as info:
+        await open_ws(server, ticket(api, meeting_id), origin="https://evil.example")
+    assert info.value.response.status_code == 403
+
+
+async def test_tickets_missing_reused_and_expired_are_rejected(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    with pytest.raises(InvalidStatus) as missing:
+        await open_ws(server, None)
+    assert missing.value.response.status_code == 403
+    value = ticket(api, meeting_id)
+    ws = await open_ws(server, value)
+    await ws.close()
+    with pytest.raises(InvalidStatus) as reused:
+        await open_ws(server, value)
+    assert reused.value.response.status_code == 403
+    expired = ticket(api, meeting_id)
+    engine = sa.create_engine(server.settings.database_url.replace("+aiosqlite", ""))
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE tickets SET expires_at = '2000-01-01 00:00:00.000000'"))
+    engine.dispose()
+    with pytest.raises(InvalidStatus) as old:
+        await open_ws(server, expired)
+    assert old.value.response.status_code == 403
+
+
+async def test_audio_faster_than_real_time_closes_1008(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    await start(ws)
+    try:
+        for _ in range(60):  # 60 x 0.56 s = 33.6 s of audio sent as fast as possible
+            await ws.send(chunk(5))
+    except ConnectionClosed:
+        pass
+    await asyncio.wait_for(collect(ws), 10)
+    assert ws.close_code == 1008
+    assert "real time" in (ws.close_reason or "")
+
+
+async def test_idle_client_is_closed_but_keepalive_keeps_it(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    idle = await open_ws(server, ticket(api, meeting_id))
+    alive = await open_ws(server, ticket(api, meeting_id))
+    await start(idle)
+    await start(alive)
+    for _ in range(5):
+        await asyncio.sleep(1.0)
+        await alive.send(json.dumps({"type": "keepalive"}))
+    await asyncio.wait_for(collect(idle), 5)
+    assert idle.close_code == 1008 and "idle" in idle.close_reason
+    assert alive.close_code is None
+    await alive.close()
+
+
+async def test_per_message_deflate_is_off(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    ws = await connect(
+        server.ws_url,
+        subprotocols=["captions.v1", f"ticket.{ticket(api, meeting_id)}"],
+        origin=server.origin,
+    )  # the client offers permessage-deflate by default
+    assert "permessage-deflate" not in (ws.response.headers.get("sec-websocket-extensions") or "")
+    await ws.close()
+
+
+async def test_capacity_cap_answers_503(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    sockets = [await open_ws(server, ticket(api, meeting_id)) for _ in range(4)]
+    for ws in sockets:
+        await start(ws)
+    with pytest.raises(InvalidStatus) as info:
+        await open_ws(server, ticket(api, meeting_id))
+    assert info.value.response.status_code == 503
+    assert httpx.get(server.base_url + "/readyz").json()["checks"]["capacity"] is False
+    for ws in sockets:
+        await ws.close()
+
+
+async def test_vocabulary_display_form_and_matched_terms(server: LiveServer) -> None:
+    api, meeting_id = meeting(server, [{"text": "linezolid", "display": "Linezolid"}])
+    ws = await open_ws(server, ticket(api, meeting_id))
+    ready = await start(ws)
+    assert ready["terms"] == ["Linezolid"]
+    for sample in (21, VOCAB_SAMPLE, 0):
+        await ws.send(chunk(sample))
+    await ws.send(json.dumps({"type": "stop"}))
+    final = finals(await collect(ws))[0]
+    assert final["text"] == "word21 Linezolid"
+    assert final["matched_terms"] == ["Linezolid"]
+    stats = api.get(f"/api/stats/terms?meeting_id={meeting_id}").json()["terms"]
+    assert stats == [{"vocabulary_id": stats[0]["vocabulary_id"], "term": "linezolid", "display": "Linezolid", "hits": 1}]
+
+
+async def test_configure_reports_bad_terms_and_acknowledges_good_ones(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    await start(ws)
+    await ws.send(json.dumps({"type": "configure", "terms": ["ok", "bad\u0007"]}))
+    error = json.loads(await ws.recv())
+    assert error["code"] == "invalid_terms" and error["errors"][0]["index"] == 1
+    await ws.send(json.dumps({"type": "configure", "terms": ["vancomycin"]}))
+    configured = json.loads(await ws.recv())
+    assert configured["type"] == "configured" and configured["terms"][0]["text"] == "vancomycin"
+    await ws.send(chunk(VOCAB_SAMPLE))
+    await ws.send(json.dumps({"type": "stop"}))
+    assert finals(await collect(ws))[0]["text"] == "vancomycin"
+    engine: FakeEngine = server.services.engine
+    for _ in range(50):  # the session releases its own registration right after closing
+        if not engine.live_handles and not engine.open_streams:
+            break
+        await asyncio.sleep(0.05)
+    assert engine.live_handles == set()
+    assert engine.open_streams == set()
+
+
+async def test_decoder_failure_closes_1011_and_marks_not_ready(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    await start(ws)
+    server.services.engine.fail_next = True
+    await ws.send(chunk(3))
+    messages = await collect(ws)
+    assert messages[-1]["code"] == "decoder_failed"
+    assert ws.close_code == 1011
+    assert httpx.get(server.base_url + "/readyz").status_code == 503
+
+
+async def test_disconnect_commits_last_words_and_resume_replays_after_restart(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    with LiveServer(settings, FakeEngine()) as first:
+        api, meeting_id = meeting(first)
+        ws = await open_ws(first, ticket(api, meeting_id))
+        ready = await start(ws)
+        for sample in (31, 0, 32):
+            await ws.send(chunk(sample))
+        got = []
+        while len(got) < 1:
+            message = json.loads(await ws.recv())
+            if message["type"] == "final":
+                got.append(message)
+        await ws.close()  # vanishes with "word32" not yet final
+        await asyncio.sleep(0.5)
+    # a new server instance on the same database
+    with LiveServer(settings, FakeEngine(), migrate=False) as second:
+        api = login(second.base_url)
+        ws = await open_ws(second, ticket(api, meeting_id))
+        again = await start(ws, resume_token=ready["resume_token"], last_seq=got[-1]["seq"])
+        assert again["session_id"] == ready["session_id"]
+        replay = json.loads(await ws.recv())
+        assert (replay["seq"], replay["text"]) == (2, "word32")
+        await ws.send(chunk(33))
+        await ws.send(json.dumps({"type": "stop"}))
+        rest = finals(await collect(ws))
+        assert [(m["seq"], m["text"]) for m in rest] == [(3, "word33")]
+        assert rest[0]["start_s"] >= replay["end_s"]
+        assert persisted(second) == [(1, "word31"), (2, "word32"), (3, "word33")]
+
+
+async def test_drain_flushes_each_session_then_1012(tmp_path: Path) -> None:
+    live = LiveServer(make_settings(tmp_path), FakeEngine()).start()
+    api, meeting_id = meeting(live)
+    sockets = [await open_ws(live, ticket(api, meeting_id)) for _ in range(3)]
+    for n, ws in enumerate(sockets):
+        await start(ws)
+        await ws.send(chunk(40 + n))
+        assert json.loads(await ws.recv())["type"] == "partial"
+    stopper = asyncio.get_running_loop().run_in_executor(None, live.stop)
+    results = [await asyncio.wait_for(collect(ws), 30) for ws in sockets]
+    await stopper
+    for n, (ws, messages) in enumerate(zip(sockets, results, strict=True)):
+        kinds = [m["type"] for m in messages]
+        assert kinds.index("reconnect") < kinds.index("final")
+        assert finals(messages)[0]["text"] == f"word{40 + n}"
+        assert ws.close_code == 1012
+    assert sorted(t for _, t in persisted(live)) == ["word40", "word41", "word42"]
+
+
+async def test_overload_drops_partials_then_refuses_then_closes_busy(tmp_path: Path) -> None:
+    """The decoder falls behind (the test holds each step): partials stop first, then /readyz fails and
+    new sessions get 503, and only then the session is closed 1013, its finals persisted."""
+    settings = make_settings(
+        tmp_path, lag_drop_partials_s=1.0, lag_not_ready_s=2.0, lag_busy_s=4.0, audio_burst_s=60.0
+    )
+    gate = threading.Semaphore(0)
+    engine = FakeEngine(gate=gate)
+    with LiveServer(settings, engine) as live:
+        api, meeting_id = meeting(live)
+        ws = await open_ws(live, ticket(api, meeting_id))
+        await start(ws)
+        session = None
+
+        async def send(*samples: int) -> None:
+            nonlocal session
+            for sample in samples:
+                await ws.send(chunk(sample))
+            session = session or next(iter(live.services.hub.sessions.values()))
+            for _ in range(100):  # wait until the server's reader has queued them
+                if session.received_s >= (sample - 50) * 0.56 - 1e-6:
+                    return
+                await asyncio.sleep(0.02)
+            raise AssertionError("chunks did not arrive")
+
+        async def quiet(seconds: float) -> list[str]:
+            try:
+                return [json.loads(await asyncio.wait_for(ws.recv(), seconds))["type"]]
+            except TimeoutError:
+                return []
+
+        await send(51)
+        gate.release()
+        assert json.loads(await ws.recv())["text"] == "word51"  # no lag: partials flow
+        await send(52, 53, 54)
+        gate.release()  # lag after this step: 3 x 0.56 - 0.56 = 1.12 s >= 1.0: the partial is dropped
+        assert await quiet(0.5) == []
+        assert httpx.get(live.base_url + "/readyz").status_code == 200  # lag 1.12 s < 2.0 s
+        await send(55, 56, 57)  # lag 2.8 s: not ready, new sessions refused
+        assert httpx.get(live.base_url + "/readyz").status_code == 503
+        with pytest.raises(InvalidStatus) as refused:
+            await open_ws(live, ticket(api, meeting_id))
+        assert refused.value.response.status_code == 503
+        assert ws.close_code is None  # the live session is still served
+        await send(58, 59, 60, 61)  # lag 5.04 s; after the next step 4.48 s >= 4.0: busy
+        gate.release()
+        messages = await asyncio.wait_for(collect(ws), 10)
+        assert [m["type"] for m in messages] == ["final", "busy"]
+        assert messages[0]["text"] == "word51 word52 word53"
+        assert ws.close_code == 1013
+        assert persisted(live) == [(1, "word51 word52 word53")]
+        for _ in range(100):
+            gate.release()  # let nothing stay blocked at shutdown
