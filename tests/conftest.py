@@ -13,14 +13,33 @@ from backend.app import create_app
 from backend.config import Settings
 from backend.db.migrate import upgrade
 from tests.support.fake_engine import FakeEngine
+from tests.support.postgres import PostgresCluster
 from tests.support.server import ADMIN_PASSWORD, make_settings
 
 torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """One real PostgreSQL server for the whole run (each test gets its own database)."""
+    cluster = PostgresCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same tests run on SQLite and on a real PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'captions.db'}"
+    return request.getfixturevalue("postgres").new_database()
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    settings = make_settings(tmp_path)
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    settings = make_settings(tmp_path, database_url=database_url)
     upgrade("head", settings.database_url)
     return settings
 
@@ -33,7 +52,9 @@ def fake_engine() -> FakeEngine:
 @pytest.fixture
 def client(settings: Settings, fake_engine: FakeEngine) -> Iterator[TestClient]:
     """In-process app (lifespan run) on the fake engine, not logged in."""
-    with TestClient(create_app(settings, engine=fake_engine), base_url=f"http://127.0.0.1:{settings.port}") as c:
+    with TestClient(
+        create_app(settings, engine=fake_engine), base_url=f"http://127.0.0.1:{settings.port}"
+    ) as c:
         yield c
 
 

@@ -34,7 +34,9 @@ def test_cookie_session_requires_csrf_on_unsafe_methods(admin: TestClient) -> No
 
 def test_wrong_password_and_rate_limit(client: TestClient) -> None:
     for _ in range(5):
-        assert client.post("/api/auth/login", json={"username": "admin", "password": "nope"}).status_code == 401
+        assert (
+            client.post("/api/auth/login", json={"username": "admin", "password": "nope"}).status_code == 401
+        )
     blocked = client.post("/api/auth/login", json={"username": "admin", "password": "nope"})
     assert blocked.status_code == 429
 
@@ -103,12 +105,19 @@ def test_import_saves_valid_lines_and_reports_bad_ones(admin: TestClient) -> Non
 def test_csv_import_and_export_round_trip(admin: TestClient) -> None:
     vocab_id = _vocabulary(admin)
     content = "text,weight,display,alternates\nacme corp,1.5,ACME Corp.,akme corp|acmee\nzeta,1,,\n"
-    body = admin.post(f"/api/vocabularies/{vocab_id}/import", json={"format": "csv", "content": content}).json()
+    body = admin.post(
+        f"/api/vocabularies/{vocab_id}/import", json={"format": "csv", "content": content}
+    ).json()
     assert body["imported"] == 2 and body["errors"] == []
     exported = admin.get(f"/api/vocabularies/{vocab_id}/export?format=csv")
     assert exported.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(exported.text)))
-    assert rows[0] == {"text": "acme corp", "weight": "1.5", "display": "ACME Corp.", "alternates": "akme corp|acmee"}
+    assert rows[0] == {
+        "text": "acme corp",
+        "weight": "1.5",
+        "display": "ACME Corp.",
+        "alternates": "akme corp|acmee",
+    }
     text_export = admin.get(f"/api/vocabularies/{vocab_id}/export?format=text").text
     assert text_export.splitlines() == ["acme corp\t1.5", "zeta\t1"]
 
@@ -131,7 +140,8 @@ def test_meeting_lifecycle_compiles_vocabulary_at_start(admin: TestClient, fake_
     vocab_id = _vocabulary(admin)
     admin.post(f"/api/vocabularies/{vocab_id}/terms", json={"terms": ["linezolid"]})
     created = admin.post(
-        "/api/meetings", json={"title": "Ward round", "chunk_s": 0.56, "decoding": "beam", "vocabulary_ids": [vocab_id]}
+        "/api/meetings",
+        json={"title": "Ward round", "chunk_s": 0.56, "decoding": "beam", "vocabulary_ids": [vocab_id]},
     )
     assert created.status_code == 201, created.text
     meeting = created.json()["meeting"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from backend.cli import build_parser
 from backend.config import Settings
@@ -26,7 +28,9 @@ def test_settings_read_prefixed_environment(monkeypatch: pytest.MonkeyPatch) -> 
     ("name", "value"),
     [("CAPTIONS_PORT", "0"), ("CAPTIONS_ALLOWED_CHUNK_S", "[0.5]"), ("CAPTIONS_LOG_LEVEL", "loud")],
 )
-def test_invalid_settings_are_rejected_at_start(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+def test_invalid_settings_are_rejected_at_start(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError) as info:
         Settings()
@@ -41,16 +45,23 @@ def test_cli_has_serve_and_migrate() -> None:
         parser.parse_args(["frobnicate"])
 
 
+def _sync_url(url: str) -> str:
+    return url.replace("+aiosqlite", "").replace("+asyncpg", "+psycopg2")
+
+
 def _tables(url: str) -> set[str]:
-    engine = sa.create_engine(url.replace("+aiosqlite", ""))
-    try:
-        return set(sa.inspect(engine).get_table_names())
-    finally:
-        engine.dispose()
+    async def names() -> set[str]:
+        engine = create_async_engine(url)
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda c: set(sa.inspect(c).get_table_names()))
+        await engine.dispose()
+        return tables
+
+    return asyncio.run(names())
 
 
-def test_migrations_upgrade_and_downgrade_on_sqlite(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'm.db'}"
+def test_migrations_upgrade_and_downgrade(database_url: str) -> None:
+    url = database_url
     upgrade("head", url)
     assert set(Base.metadata.tables) <= _tables(url)
     downgrade("base", url)

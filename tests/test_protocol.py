@@ -19,7 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.support.fake_engine import VOCAB_SAMPLE, FakeEngine, chunk
-from tests.support.server import LiveServer, login, make_settings
+from tests.support.server import LiveServer, login, make_settings, query
 
 pytestmark = pytest.mark.slow
 
@@ -31,14 +31,18 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
         yield live
 
 
-def meeting(server: LiveServer, terms: list[Any] | None = None, chunk_s: float = 0.56) -> tuple[httpx.Client, int]:
+def meeting(
+    server: LiveServer, terms: list[Any] | None = None, chunk_s: float = 0.56
+) -> tuple[httpx.Client, int]:
     api = login(server.base_url)
     vocab_ids = []
     if terms:
         vocab = api.post("/api/vocabularies", json={"name": "v"}).json()["vocabulary"]
         assert api.post(f"/api/vocabularies/{vocab['id']}/terms", json={"terms": terms}).status_code == 200
         vocab_ids = [vocab["id"]]
-    created = api.post("/api/meetings", json={"title": "Standup", "chunk_s": chunk_s, "vocabulary_ids": vocab_ids})
+    created = api.post(
+        "/api/meetings", json={"title": "Standup", "chunk_s": chunk_s, "vocabulary_ids": vocab_ids}
+    )
     return api, created.json()["meeting"]["id"]
 
 
@@ -46,7 +50,9 @@ def ticket(api: httpx.Client, meeting_id: int) -> str:
     return api.post(f"/api/meetings/{meeting_id}/ticket").json()["ticket"]
 
 
-async def open_ws(server: LiveServer, ticket_value: str | None, origin: str | None = None) -> ClientConnection:
+async def open_ws(
+    server: LiveServer, ticket_value: str | None, origin: str | None = None
+) -> ClientConnection:
     protocols = ["captions.v1"] + ([f"ticket.{ticket_value}"] if ticket_value else [])
     return await connect(
         server.ws_url,
@@ -80,11 +86,7 @@ def finals(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def persisted(server: LiveServer) -> list[tuple[int, str]]:
-    engine = sa.create_engine(server.settings.database_url.replace("+aiosqlite", ""))
-    with engine.connect() as connection:
-        rows = connection.execute(sa.text("SELECT seq, text FROM caption_segments ORDER BY seq")).all()
-    engine.dispose()
-    return [tuple(r) for r in rows]
+    return query(server.settings.database_url, "SELECT seq, text FROM caption_segments ORDER BY seq")
 
 
 async def test_stream_finals_are_persisted_and_stop_flushes(server: LiveServer) -> None:
@@ -218,7 +220,9 @@ async def test_vocabulary_display_form_and_matched_terms(server: LiveServer) -> 
     assert final["text"] == "word21 Linezolid"
     assert final["matched_terms"] == ["Linezolid"]
     stats = api.get(f"/api/stats/terms?meeting_id={meeting_id}").json()["terms"]
-    assert stats == [{"vocabulary_id": stats[0]["vocabulary_id"], "term": "linezolid", "display": "Linezolid", "hits": 1}]
+    assert stats == [
+        {"vocabulary_id": stats[0]["vocabulary_id"], "term": "linezolid", "display": "Linezolid", "hits": 1}
+    ]
 
 
 async def test_configure_reports_bad_terms_and_acknowledges_good_ones(server: LiveServer) -> None:
@@ -255,8 +259,10 @@ async def test_decoder_failure_closes_1011_and_marks_not_ready(server: LiveServe
     assert httpx.get(server.base_url + "/readyz").status_code == 503
 
 
-async def test_disconnect_commits_last_words_and_resume_replays_after_restart(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path)
+async def test_disconnect_commits_last_words_and_resume_replays_after_restart(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = make_settings(tmp_path, database_url=database_url)
     with LiveServer(settings, FakeEngine()) as first:
         api, meeting_id = meeting(first)
         ws = await open_ws(first, ticket(api, meeting_id))

@@ -81,7 +81,9 @@ class FakeStream:
         if not self.words:
             return ()
         text = " ".join(self.words)
-        final = Final(text, self.start_s, self.decoded_s, (Word(self.words[0], self.start_s, self.decoded_s),))
+        final = Final(
+            text, self.start_s, self.decoded_s, (Word(self.words[0], self.start_s, self.decoded_s),)
+        )
         self.words = []
         self.finals += 1
         return (final,)

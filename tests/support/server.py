@@ -99,6 +99,25 @@ class LiveServer:
             self.stop()
 
 
+def query(database_url: str, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` read straight from the database (in a thread: callers may hold an event loop)."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def fetch() -> list[tuple[Any, ...]]:
+        engine = create_async_engine(database_url)
+        async with engine.connect() as connection:
+            rows = (await connection.execute(text(sql))).all()
+        await engine.dispose()
+        return [tuple(r) for r in rows]
+
+    result: list[list[tuple[Any, ...]]] = []
+    worker = threading.Thread(target=lambda: result.append(asyncio.run(fetch())))
+    worker.start()
+    worker.join()
+    return result[0]
+
+
 def login(base_url: str, username: str = "admin", password: str = ADMIN_PASSWORD) -> httpx.Client:
     """An httpx client logged in with the cookie session, sending the CSRF header on every request."""
     client = httpx.Client(base_url=base_url, timeout=30)
