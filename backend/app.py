@@ -16,7 +16,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
-from backend.api import auth, live, meetings, vocabularies
+from backend.api import auth, live, meetings, users, vocabularies
 from backend.api.errors import ApiError, api_error_handler, http_error_handler
 from backend.config import REPO_ROOT, Settings, get_settings
 from backend.db.session import Database
@@ -155,6 +155,7 @@ def create_app(settings: Settings | None = None, engine: Any = None) -> Starlett
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
         *auth.routes,
+        *users.routes,
         *vocabularies.routes,
         *meetings.routes,
         *live.routes,

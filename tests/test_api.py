@@ -171,3 +171,28 @@ def test_every_route_is_in_the_openapi_document(client: TestClient) -> None:
             path = route.path.replace(":int", "")
             for method in route.methods - {"HEAD"}:
                 assert (path, method) in documented, (path, method)
+
+
+def test_members_cannot_use_admin_routes_and_see_only_their_lists(
+    admin: TestClient, client: TestClient
+) -> None:
+    created = admin.post(
+        "/api/users", json={"username": "nurse", "password": "long enough pw", "role": "member"}
+    )
+    assert created.status_code == 201
+    assert (
+        admin.post("/api/users", json={"username": "nurse", "password": "long enough pw"}).status_code == 409
+    )
+    org = _vocabulary(admin, "Organisation")
+    client.cookies.clear()
+    login = client.post("/api/auth/login", json={"username": "nurse", "password": "long enough pw"})
+    client.headers["x-csrf-token"] = login.json()["csrf_token"]
+    assert client.get("/api/live").status_code == 403
+    assert client.post("/api/users", json={"username": "x", "password": "long enough pw"}).status_code == 403
+    assert client.post("/api/meetings", json={"title": "nope"}).status_code == 403
+    assert client.post(f"/api/vocabularies/{org}/terms", json={"terms": ["x"]}).status_code == 403
+    mine = client.post("/api/vocabularies", json={"name": "My drugs"}).json()["vocabulary"]
+    assert mine["personal"] is True
+    dictation = client.post("/api/dictations", json={}).json()["meeting"]
+    assert dictation["kind"] == "dictation" and dictation["vocabulary_ids"] == [mine["id"]]
+    assert client.post(f"/api/meetings/{dictation['id']}/ticket").status_code == 200

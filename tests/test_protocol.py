@@ -364,3 +364,53 @@ async def test_overload_drops_partials_then_refuses_then_closes_busy(tmp_path: P
         assert persisted(live) == [(1, "word51 word52 word53")]
         for _ in range(100):
             gate.release()  # let nothing stay blocked at shutdown
+
+
+async def test_logs_name_the_session_but_never_tickets_or_tokens(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings(tmp_path, log_level="info")
+    with LiveServer(settings, FakeEngine()) as live:
+        api, meeting_id = meeting(live)
+        secret = ticket(api, meeting_id)
+        ws = await open_ws(live, secret)
+        ready = await start(ws)
+        await ws.send(chunk(9))
+        await ws.send(json.dumps({"type": "stop"}))
+        await collect(ws)
+        with pytest.raises(InvalidStatus):
+            await open_ws(live, secret)  # reused: logged as a rejection, without the ticket
+    logs = capfd.readouterr().err
+    assert ready["session_id"] in logs
+    assert "session_started" in logs and "session_closed" in logs and "ws_rejected" in logs
+    assert secret not in logs
+    assert ready["resume_token"] not in logs
+    assert api.headers["x-csrf-token"] not in logs
+
+
+def test_uvicorn_is_configured_as_reliability_requires(tmp_path: Path) -> None:
+    from backend.app import create_app
+    from backend.server import server_config
+
+    settings = make_settings(tmp_path)
+    config = server_config(create_app(settings, engine=FakeEngine()), settings, "127.0.0.1", settings.port)
+    assert config.ws == "websockets"
+    assert config.ws_max_size == 65536
+    assert config.ws_per_message_deflate is False
+    assert (config.ws_ping_interval, config.ws_ping_timeout) == (20.0, 20.0)
+    assert config.limit_concurrency is not None
+    assert config.timeout_graceful_shutdown > settings.drain_timeout_s
+
+
+async def test_metrics_count_sessions_and_finals(server: LiveServer) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    await start(ws)
+    during = httpx.get(server.base_url + "/metrics").text
+    assert "captions_sessions 1.0" in during
+    await ws.send(chunk(9))
+    await ws.send(json.dumps({"type": "stop"}))
+    await collect(ws)
+    after = httpx.get(server.base_url + "/metrics").text
+    assert "captions_finals_persisted_total 1.0" in after
+    assert "captions_engine_ready 1.0" in after
