@@ -408,6 +408,7 @@ class CaptionSession:
                         "type": "partial",
                         "text": partial,
                         "utterance": self.utterance,
+                        "audio_s": round(self.audio_offset_s + self.decoded_s, 3),
                         "lag_s": round(self.lag_s, 2),
                     }
                 )
@@ -444,7 +445,7 @@ class CaptionSession:
             )
         self.finals += 1
         self.svc.metrics.finals_persisted.inc()
-        await self._send(_final_message(segment))
+        await self._send(_final_message(segment) | {"audio_s": round(offset + self.decoded_s, 3)})
 
     async def _configure(self, request: dict[str, Any]) -> None:
         parsed, errors = parse_term_items(request.get("terms"))
