@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -28,6 +29,36 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _create_user(args: argparse.Namespace) -> int:
+    import asyncio
+    import getpass
+
+    from backend.db.models import Role, User
+    from backend.db.session import Database
+    from backend.security import hash_password
+
+    password = os.environ.get("CAPTIONS_NEW_USER_PASSWORD") or getpass.getpass(
+        f"password for {args.username}: "
+    )
+    if len(password) < 10:
+        print("the password needs at least 10 characters", file=sys.stderr)
+        return 2
+
+    async def create() -> None:
+        db = Database(get_settings().database_url)
+        try:
+            async with db.session() as session:
+                session.add(
+                    User(username=args.username, password_hash=hash_password(password), role=Role(args.role))
+                )
+        finally:
+            await db.dispose()
+
+    asyncio.run(create())
+    print(f"created {args.role} {args.username}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; each subcommand sets ``func``."""
     parser = argparse.ArgumentParser(prog="captions", description=__doc__)
@@ -39,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="apply database migrations (Alembic)")
     migrate.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
     migrate.set_defaults(func=_migrate)
+    user = sub.add_parser(
+        "create-user", help="create a user (password from CAPTIONS_NEW_USER_PASSWORD or a prompt)"
+    )
+    user.add_argument("username")
+    user.add_argument("--role", choices=["admin", "member"], default="member")
+    user.set_defaults(func=_create_user)
     return parser
 
 

@@ -37,6 +37,11 @@ class Services:
     def __post_init__(self) -> None:
         self.hub = LiveHub(self)
 
+    @property
+    def tokenizer(self) -> Any:
+        """The decoder's tokenizer, so terms it cannot represent are rejected at the edge (None: skip)."""
+        return getattr(self.engine, "tokenizer", None)
+
     def readiness(self) -> dict[str, bool]:
         """The checks behind /readyz (the database is pinged separately, it is async)."""
         return {

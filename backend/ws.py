@@ -453,7 +453,7 @@ class CaptionSession:
         if len(parsed) + len(errors) > limit:
             await self._send_error("invalid_terms", f"at most {limit} extra terms per session")
             return
-        valid, bad = validate_terms(parsed, self.svc.term_limits, self.svc.engine.tokenizer)
+        valid, bad = validate_terms(parsed, self.svc.term_limits, self.svc.tokenizer)
         errors += bad
         if errors:
             await self._send_error(

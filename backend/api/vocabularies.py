@@ -85,7 +85,7 @@ def _term_row(term: ValidTerm, raw_text: str) -> Term:
 
 def _check(request: Request, inputs: list[tuple[int, TermInput]], existing: set[str]) -> Any:
     svc = services(request)
-    return validate_terms(inputs, svc.term_limits, svc.engine.tokenizer, existing)
+    return validate_terms(inputs, svc.term_limits, svc.tokenizer, existing)
 
 
 async def list_vocabularies(request: Request) -> JSONResponse:
