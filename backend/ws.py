@@ -58,9 +58,10 @@ _ALLOWED = {
 class ProtocolViolation(Exception):
     """The client broke the protocol; the session closes with ``code``."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, error_code: str = "protocol") -> None:
         super().__init__(message)
         self.code = code
+        self.error_code = error_code
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ class CaptionSession:
         try:
             await self._begin()
         except ProtocolViolation as exc:
-            await self._send_error("protocol", str(exc))
+            await self._send_error(exc.error_code, str(exc))
             await self._close(exc.code, str(exc))
             return
         except WebSocketDisconnect:
@@ -255,7 +256,7 @@ class CaptionSession:
                     or row.meeting_id != self.meeting_id
                     or as_utc(row.resume_expires_at) < utcnow()
                 ):
-                    raise ProtocolViolation(1008, "resume token unknown or expired")
+                    raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
                 last_seq = message.get("last_seq") or 0
                 if not isinstance(last_seq, int):
                     raise ProtocolViolation(1008, "last_seq must be an integer")
@@ -374,7 +375,7 @@ class CaptionSession:
                     await self._finish_and_close(1013, "overloaded", busy=True)
                     return
                 elif kind == "violation":
-                    await self._send_error("protocol", str(payload))
+                    await self._send_error(payload.error_code, str(payload))
                     await self._finish_and_close(payload.code, str(payload))
                     return
                 elif kind == "gone":

@@ -1,0 +1,124 @@
+// Admin: who is live (lag, counts, end a session) and per-term hit statistics.
+
+import { busy, notify, showError, store, vocabularyName } from "./admin-common.js";
+import { api } from "./api.js";
+import { byId, formatDateTime, h } from "./dom.js";
+
+const LIVE_REFRESH_MS = 5000;
+let liveTimer = 0;
+
+/** Show live sessions and keep refreshing while the tab is open; returns a function that stops it. */
+export function startLive() {
+  renderLive();
+  liveTimer = setInterval(() => {
+    if (!document.hidden) renderLive();
+  }, LIVE_REFRESH_MS);
+  return () => clearInterval(liveTimer);
+}
+
+async function renderLive() {
+  const panel = byId("tab-live");
+  let sessions;
+  try {
+    ({ sessions } = await api("GET", "/api/live"));
+  } catch (err) {
+    showError(err);
+    return;
+  }
+  const rows = sessions.length
+    ? sessions.map(liveRow)
+    : [h("tr", {}, h("td", { colspan: 7, class: "muted" }, "Nobody is live right now."))];
+  panel.replaceChildren(
+    h("div", { class: "card stack" },
+      h("div", { class: "inline-form" }, h("h2", {}, "Live sessions"), h("span", { class: "spacer" }),
+        h("span", { class: "hint" }, `Refreshed ${new Date().toLocaleTimeString()}`),
+        h("button", { type: "button", onclick: () => renderLive() }, "Refresh")),
+      h("table", { id: "live-table" },
+        h("thead", {}, h("tr", {}, h("th", {}, "Meeting"), h("th", {}, "User"), h("th", { class: "num" }, "Chunk"),
+          h("th", { class: "num" }, "Lag"), h("th", { class: "num" }, "Partials · finals"), h("th", {}, "Since"),
+          h("th", {}, h("span", { class: "visually-hidden" }, "Actions")))),
+        h("tbody", {}, rows)),
+    ),
+  );
+}
+
+function liveRow(session) {
+  const lag = Number(session.lag_s) || 0;
+  return h(
+    "tr",
+    { dataset: { sessionId: session.session_id } },
+    h("td", {}, session.meeting_title),
+    h("td", {}, session.username),
+    h("td", { class: "num" }, `${Number(session.chunk_s).toFixed(2)} s`),
+    h("td", { class: "num" }, h("span", { class: "pill small lag", dataset: { level: lag < 1.5 ? "ok" : lag < 4 ? "warn" : "bad" } }, `${lag.toFixed(1)} s`)),
+    h("td", { class: "num" }, `${session.partials} · ${session.finals}`),
+    h("td", {}, formatDateTime(session.started_at)),
+    h("td", {}, h("button", { type: "button", class: "danger", onclick: (e) => endSession(e.currentTarget, session) }, "End session")),
+  );
+}
+
+async function endSession(button, session) {
+  if (!confirm(`End ${session.username}'s session in “${session.meeting_title}”?`)) return;
+  await busy(button, async () => {
+    await api("DELETE", `/api/live/${encodeURIComponent(session.session_id)}`);
+    notify("Session ended.");
+    await renderLive();
+  });
+}
+
+/** The statistics tab: filters by meeting and vocabulary; never-matched terms stand out. */
+export function renderStats() {
+  const panel = byId("tab-stats");
+  const meeting = h("select", { id: "stats-meeting" }, h("option", { value: "" }, "All meetings"),
+    store.meetings.map((m) => h("option", { value: m.id }, m.title)));
+  const vocabulary = h("select", { id: "stats-vocabulary" }, h("option", { value: "" }, "All vocabularies"),
+    store.vocabularies.map((v) => h("option", { value: v.id }, v.name)));
+  const summary = h("p", { id: "stats-summary", role: "status" });
+  const table = h("table", { id: "stats-table" });
+  const load = async () => {
+    const query = new URLSearchParams();
+    if (meeting.value) query.set("meeting_id", meeting.value);
+    if (vocabulary.value) query.set("vocabulary_id", vocabulary.value);
+    try {
+      const { terms } = await api("GET", `/api/stats/terms?${query}`);
+      renderStatsTable(table, summary, terms);
+    } catch (err) {
+      showError(err);
+    }
+  };
+  meeting.addEventListener("change", load);
+  vocabulary.addEventListener("change", load);
+  panel.replaceChildren(
+    h("div", { class: "card stack" },
+      h("h2", {}, "Term statistics"),
+      h("p", { class: "hint" }, "How often each term was recognized. A term that is never matched is often spelled differently from how people say it."),
+      h("div", { class: "inline-form" },
+        h("div", { class: "field" }, h("label", { for: "stats-meeting" }, "Meeting"), meeting),
+        h("div", { class: "field" }, h("label", { for: "stats-vocabulary" }, "Vocabulary"), vocabulary),
+        h("button", { type: "button", onclick: (e) => busy(e.currentTarget, load) }, "Refresh")),
+      summary,
+      table,
+    ),
+  );
+  load();
+}
+
+function renderStatsTable(table, summary, terms) {
+  const sorted = [...terms].sort((a, b) => a.hits - b.hits || String(a.term).localeCompare(b.term));
+  const never = sorted.filter((t) => !t.hits).length;
+  summary.textContent = terms.length
+    ? `${terms.length} terms; ${never} never matched${never ? " (highlighted)" : ""}.`
+    : "No terms to show.";
+  table.replaceChildren(
+    h("thead", {}, h("tr", {}, h("th", {}, "Term"), h("th", {}, "Written as"), h("th", {}, "Vocabulary"), h("th", { class: "num" }, "Hits"), h("th", {}, ""))),
+    h("tbody", {}, sorted.map((t) =>
+      h("tr", { class: t.hits ? "" : "zero" },
+        h("td", {}, t.term),
+        h("td", {}, t.display && t.display !== t.term ? t.display : h("span", { class: "muted" }, "—")),
+        h("td", {}, vocabularyName(t.vocabulary_id)),
+        h("td", { class: "num" }, t.hits),
+        h("td", { class: "hint" }, t.hits ? "" : "never matched — check the spelling"),
+      ),
+    )),
+  );
+}

@@ -1,0 +1,391 @@
+// WebSocket protocol v1 client (docs/protocol.md): ticket handshake, start/resume, audio frames,
+// configure, stop, and automatic reconnect with exponential backoff that resumes the same session.
+//
+// States: idle -> connecting -> live -> stopping -> stopped
+//                    ^   |        |
+//                    |   v        v
+//                  reconnecting <-+        (any) -> failed | ended
+// Events (CustomEvent, payload in `detail`): state, ready, partial, final, lag, configured, notice.
+
+import { api, ApiError } from "./api.js";
+
+const SUBPROTOCOL = "captions.v1";
+const SAMPLE_RATE = 16000;
+const KEEPALIVE_AFTER_MS = 8000;
+const STOP_TIMEOUT_MS = 15000;
+const CONFIGURE_TIMEOUT_MS = 10000;
+const MAX_BUFFERED_BYTES = 1 << 20; // beyond this the network is stalled: drop audio, not memory
+// Audio captured while (re)connecting is held and sent after `ready`, up to this much (the server allows
+// a burst of a few seconds ahead of real time); older audio is dropped.
+const HOLD_WHILE_CONNECTING_S = 3;
+
+const TRANSITIONS = {
+  idle: ["connecting", "stopped"],
+  connecting: ["live", "reconnecting", "failed", "stopped", "ended"],
+  live: ["reconnecting", "stopping", "failed", "ended", "stopped"],
+  reconnecting: ["connecting", "stopped", "failed"],
+  stopping: ["stopped", "failed", "ended"],
+  stopped: [],
+  failed: [],
+  ended: [],
+};
+
+/** Close codes after which reconnecting cannot help: the page shows the reason instead. */
+const FATAL_CLOSE = new Map([
+  [1000, "The session was ended by the server."],
+  [1008, "The server closed the session (policy)."],
+  [1009, "The server refused an audio frame that was too large."],
+]);
+
+export function chunkSamplesFor(chunkS) {
+  return Math.round(Number(chunkS) * SAMPLE_RATE);
+}
+
+/** Backoff delay for attempt n (1-based): initial * 2^(n-1), capped, with +-20 % jitter. */
+export function backoffDelayMs(attempt, { initialMs = 500, maxMs = 15000 } = {}, random = Math.random) {
+  const base = Math.min(maxMs, initialMs * 2 ** Math.max(0, attempt - 1));
+  return Math.round(base * (0.8 + 0.4 * random()));
+}
+
+export class CaptionsClient extends EventTarget {
+  /**
+   * meetingId: the meeting to join; chunkS: 0.56 or 1.12; wsUrl: defaults to this origin's /ws.
+   * backoff: {initialMs, maxMs} for reconnect delays.
+   */
+  constructor({ meetingId, chunkS, wsUrl, backoff } = {}) {
+    super();
+    this.meetingId = meetingId;
+    this.chunkS = Number(chunkS);
+    this.wsUrl = wsUrl || defaultWsUrl();
+    this.backoff = backoff || { initialMs: 500, maxMs: 15000 };
+    this.state = "idle";
+    this.socket = null;
+    this.sessionId = null;
+    this.resumeToken = null;
+    this.resumeFailed = false;
+    this.lastSeq = 0;
+    this.attempt = 0;
+    this.retryTimer = null;
+    this.keepaliveTimer = null;
+    this.lastSentAt = 0;
+    this.pendingConfigure = null;
+    this.stopWaiter = null;
+    this.droppedChunks = 0;
+    this.sentS = 0; // audio sent since the last `ready`, seconds
+    this.offsetS = null; // server's received audio minus sentS (learned from partials)
+    this.held = [];
+    this.maxHeld = Math.max(1, Math.floor(HOLD_WHILE_CONNECTING_S / this.chunkS));
+    this.ready = null;
+  }
+
+  setState(next, detail = {}) {
+    if (next === this.state) return;
+    if (!TRANSITIONS[this.state].includes(next)) {
+      throw new Error(`captions client: expected one of ${TRANSITIONS[this.state].join("/")}, got ${next}`);
+    }
+    this.state = next;
+    this.emit("state", { state: next, ...detail });
+  }
+
+  emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+
+  /** Start streaming: ticket, socket, `start`. Progress and failures arrive as `state` events. */
+  connect() {
+    this.setState("connecting", { attempt: this.attempt });
+    this.open();
+  }
+
+  async open() {
+    let ticket;
+    try {
+      ticket = (await api("POST", `/api/meetings/${encodeURIComponent(this.meetingId)}/ticket`, {})).ticket;
+    } catch (err) {
+      if (this.state !== "connecting") return;
+      const transient = !(err instanceof ApiError) || err.status === 0 || err.status >= 500 || err.status === 429;
+      if (transient) this.scheduleReconnect(err.message);
+      else this.setState("failed", { reason: err.message, status: err.status, code: err.code });
+      return;
+    }
+    if (this.state !== "connecting") return;
+    const socket = new WebSocket(this.wsUrl, [SUBPROTOCOL, `ticket.${ticket}`]);
+    socket.binaryType = "arraybuffer";
+    this.socket = socket;
+    socket.onopen = () => this.onOpen(socket);
+    socket.onmessage = (event) => this.onMessage(socket, event);
+    socket.onclose = (event) => this.onClose(socket, event);
+  }
+
+  onOpen(socket) {
+    if (socket.protocol !== SUBPROTOCOL) {
+      socket.close(1002, "unexpected subprotocol");
+      return;
+    }
+    const start = { type: "start", chunk_s: this.chunkS };
+    if (this.resumeToken) {
+      start.resume_token = this.resumeToken;
+      start.last_seq = this.lastSeq;
+    }
+    this.sendJson(start);
+  }
+
+  onMessage(socket, event) {
+    if (socket !== this.socket || typeof event.data !== "string") return;
+    let message;
+    try {
+      message = JSON.parse(event.data);
+    } catch {
+      return; // the protocol only sends JSON text frames; ignore anything else
+    }
+    const handler = HANDLERS[message.type];
+    if (handler) handler.call(this, message);
+  }
+
+  onReady(message) {
+    if (this.sessionId && message.session_id !== this.sessionId) {
+      this.lastSeq = 0; // a new session (the old one could not be resumed): seq restarts at 1
+      this.emit("notice", { text: "Started a new caption session; earlier lines are kept on this page." });
+    }
+    this.sessionId = message.session_id;
+    this.resumeToken = message.resume_token;
+    this.ready = message;
+    const resumed = this.attempt > 0;
+    this.attempt = 0;
+    this.sentS = 0;
+    this.offsetS = null;
+    this.startKeepalive();
+    this.setState("live", { resumed });
+    this.emit("ready", message);
+    const held = this.held;
+    this.held = [];
+    for (const buffer of held) {
+      if (buffer.byteLength === message.chunk_samples * 2) this.sendAudio(buffer);
+    }
+  }
+
+  onFinal(message) {
+    if (typeof message.seq === "number") {
+      if (message.seq <= this.lastSeq) return; // replayed and already shown
+      this.lastSeq = message.seq;
+    }
+    // Partials stop under load (the server drops them first), finals do not: estimate the lag from them.
+    if (typeof message.audio_s === "number" && this.offsetS !== null) {
+      this.emit("lag", { lag_s: Math.max(0, this.offsetS + this.sentS - message.audio_s) });
+    }
+    this.emit("final", { ...message, session_id: this.sessionId });
+  }
+
+  onConfigured(message) {
+    if (this.pendingConfigure) this.pendingConfigure.resolve(message);
+    this.pendingConfigure = null;
+    this.emit("configured", message);
+  }
+
+  onError(message) {
+    if (message.code === "invalid_terms" && this.pendingConfigure) {
+      const err = new Error(message.message || "Some terms were rejected.");
+      err.code = message.code;
+      err.errors = message.errors || [];
+      this.pendingConfigure.reject(err);
+      this.pendingConfigure = null;
+      return;
+    }
+    if (this.state === "connecting" && message.code === "resume_expired") {
+      this.resumeToken = null; // expired or unknown: the next attempt starts a fresh session
+      this.resumeFailed = true;
+      return;
+    }
+    this.emit("notice", { text: message.message || message.code, code: message.code, error: true });
+  }
+
+  onStopped() {
+    if (this.stopWaiter) this.stopWaiter();
+  }
+
+  onClose(socket, event) {
+    if (socket !== this.socket) return;
+    this.socket = null;
+    this.stopKeepalive();
+    if (this.pendingConfigure) {
+      this.pendingConfigure.reject(new Error("The connection closed before the terms were acknowledged."));
+      this.pendingConfigure = null;
+    }
+    if (this.state === "stopping" || this.state === "stopped") {
+      if (this.stopWaiter) this.stopWaiter();
+      return;
+    }
+    if (this.state !== "live" && this.state !== "connecting") return;
+    if (this.resumeFailed) {
+      this.resumeFailed = false;
+      this.scheduleReconnect("Could not resume; starting a new session.", 1);
+      return;
+    }
+    if (FATAL_CLOSE.has(event.code)) {
+      this.setState(this.state === "live" ? "ended" : "failed", {
+        reason: event.reason || FATAL_CLOSE.get(event.code),
+        code: event.code,
+      });
+      return;
+    }
+    const reason = closeReason(event);
+    this.scheduleReconnect(reason, event.code === 1012 ? 1 : undefined, event.code === 1013);
+  }
+
+  scheduleReconnect(reason, forcedAttempt, busy = false) {
+    this.attempt = forcedAttempt || this.attempt + 1;
+    const options = busy ? { ...this.backoff, initialMs: Math.max(5000, this.backoff.initialMs) } : this.backoff;
+    const delayMs = backoffDelayMs(this.attempt, options);
+    this.setState("reconnecting", { attempt: this.attempt, delayMs, reason, retryAt: Date.now() + delayMs });
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      if (this.state === "reconnecting") this.connect();
+    }, delayMs);
+  }
+
+  /** Skip the rest of the backoff wait. */
+  retryNow() {
+    if (this.state !== "reconnecting") return;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this.connect();
+  }
+
+  /**
+   * Send one chunk (ArrayBuffer of chunk_samples PCM16 LE); while (re)connecting it is held for the next
+   * `ready`. Returns false if audio had to be dropped.
+   */
+  sendAudio(buffer) {
+    const socket = this.socket;
+    if (this.state === "connecting" || this.state === "reconnecting") {
+      this.held.push(buffer);
+      if (this.held.length <= this.maxHeld) return true;
+      this.held.shift();
+      this.droppedChunks += 1;
+      return false;
+    }
+    if (this.state !== "live" || !socket || socket.readyState !== WebSocket.OPEN) {
+      this.droppedChunks += 1;
+      return false;
+    }
+    if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+      this.droppedChunks += 1;
+      return false;
+    }
+    socket.send(buffer);
+    this.sentS += this.chunkS;
+    this.lastSentAt = Date.now();
+    return true;
+  }
+
+  sendJson(message) {
+    if (this.socket && this.socket.readyState === WebSocket.OPEN) {
+      this.socket.send(JSON.stringify(message));
+      this.lastSentAt = Date.now();
+      return true;
+    }
+    return false;
+  }
+
+  /** Replace the session's extra terms; resolves with the `configured` message (its `version`). */
+  configure(terms) {
+    if (this.state !== "live") return Promise.reject(new Error("Not connected: the terms apply from the next start."));
+    if (this.pendingConfigure) this.pendingConfigure.reject(new Error("Superseded by a newer change."));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (this.pendingConfigure && this.pendingConfigure.resolve === done) this.pendingConfigure = null;
+        reject(new Error("The server did not acknowledge the terms in time."));
+      }, CONFIGURE_TIMEOUT_MS);
+      const done = (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      };
+      this.pendingConfigure = {
+        resolve: done,
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      };
+      this.sendJson({ type: "configure", terms });
+    });
+  }
+
+  /** Ask for the last finals and end the session; resolves once `stopped` arrived or the socket closed. */
+  async stop() {
+    if (this.state === "reconnecting" || this.state === "connecting" || this.state === "idle") {
+      clearTimeout(this.retryTimer);
+      this.closeSocket();
+      this.setState("stopped", {});
+      return;
+    }
+    if (this.state !== "live") return;
+    this.setState("stopping", {});
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, STOP_TIMEOUT_MS);
+      this.stopWaiter = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      if (!this.sendJson({ type: "stop" })) this.stopWaiter();
+    });
+    this.stopWaiter = null;
+    this.closeSocket();
+    if (this.state === "stopping") this.setState("stopped", {});
+  }
+
+  closeSocket() {
+    this.stopKeepalive();
+    const socket = this.socket;
+    this.socket = null;
+    if (socket && socket.readyState <= WebSocket.OPEN) socket.close(1000, "client done");
+  }
+
+  startKeepalive() {
+    this.stopKeepalive();
+    this.keepaliveTimer = setInterval(() => {
+      if (Date.now() - this.lastSentAt >= KEEPALIVE_AFTER_MS) this.sendJson({ type: "keepalive" });
+    }, KEEPALIVE_AFTER_MS / 2);
+  }
+
+  stopKeepalive() {
+    clearInterval(this.keepaliveTimer);
+    this.keepaliveTimer = null;
+  }
+}
+
+const HANDLERS = {
+  ready: CaptionsClient.prototype.onReady,
+  final: CaptionsClient.prototype.onFinal,
+  configured: CaptionsClient.prototype.onConfigured,
+  error: CaptionsClient.prototype.onError,
+  stopped: CaptionsClient.prototype.onStopped,
+  partial(message) {
+    this.emit("partial", message);
+    if (typeof message.lag_s === "number") {
+      if (typeof message.audio_s === "number") this.offsetS = message.audio_s + message.lag_s - this.sentS;
+      this.emit("lag", { lag_s: message.lag_s });
+    }
+  },
+  lag(message) {
+    this.emit("lag", message);
+  },
+  reconnect(message) {
+    this.emit("notice", { text: "The server is restarting; reconnecting…", code: "reconnect", reason: message.reason });
+  },
+  busy(message) {
+    this.emit("notice", { text: message.message || "The server is busy; retrying shortly.", code: "busy" });
+  },
+};
+
+function defaultWsUrl() {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}/ws`;
+}
+
+function closeReason(event) {
+  if (event.code === 1012) return "The server is restarting.";
+  if (event.code === 1013) return "The server is busy.";
+  if (event.code === 1011) return "The recognizer failed on the server.";
+  return event.reason || "The connection was lost.";
+}

@@ -1,0 +1,260 @@
+// Captions page (/?meeting=ID): join, capture the microphone, stream, show and export captions.
+
+import { api, describeError } from "./api.js";
+import {
+  MicrophoneCapture,
+  captureUnavailableReason,
+  fillMicrophoneSelect,
+  rememberMicrophone,
+  showLevel,
+} from "./audio-capture.js";
+import { CaptionView } from "./caption-view.js";
+import { CaptionsClient, chunkSamplesFor } from "./captions-client.js";
+import { applyStoredDisplay, bindDisplayControls } from "./display-prefs.js";
+import { byId, downloadText, h, prefs } from "./dom.js";
+import { FORMATS, exportFilename } from "./export.js";
+import { requireUser } from "./login.js";
+
+const STATE_TEXT = {
+  idle: "Not connected",
+  connecting: "Connecting…",
+  live: "Live",
+  reconnecting: "Reconnecting…",
+  stopping: "Finishing…",
+  stopped: "Stopped",
+  failed: "Not connected",
+  ended: "Ended",
+};
+
+const page = {
+  meeting: null,
+  client: null,
+  capture: null,
+  view: null,
+  countdown: 0,
+};
+
+function showError(text) {
+  const banner = byId("page-error");
+  banner.textContent = text || "";
+  banner.hidden = !text;
+}
+
+/** `text` is announced (role=status); `detail` (a countdown) is only shown, not re-announced each tick. */
+function setConnection(state, text, detail = "") {
+  byId("connection").dataset.state = state;
+  const label = byId("connection-text");
+  const next = text || STATE_TEXT[state] || state;
+  if (label.textContent !== next) label.textContent = next;
+  byId("connection-detail").textContent = detail;
+}
+
+async function main() {
+  applyStoredDisplay();
+  const meetingId = new URLSearchParams(location.search).get("meeting");
+  await requireUser(byId("login"), "Log in to caption this meeting.");
+  if (!meetingId) {
+    await showPicker();
+    return;
+  }
+  try {
+    const body = await api("GET", `/api/meetings/${encodeURIComponent(meetingId)}`);
+    page.meeting = body.meeting || body;
+  } catch (err) {
+    showError(err.status === 404 ? `There is no meeting with the ID “${meetingId}”.` : describeError(err));
+    await showPicker();
+    return;
+  }
+  setupCaptions();
+}
+
+async function showPicker() {
+  byId("picker").hidden = false;
+  const list = byId("meeting-list");
+  try {
+    const { meetings } = await api("GET", "/api/meetings");
+    const joinable = meetings.filter((m) => m.kind !== "dictation" && m.status !== "ended");
+    list.replaceChildren(
+      ...joinable.map((m) =>
+        h("li", {}, h("a", { href: `/?meeting=${encodeURIComponent(m.id)}` }, m.title), " ", h("span", { class: `pill small status-${m.status}` }, m.status)),
+      ),
+    );
+    if (!joinable.length) list.replaceChildren(h("li", { class: "muted" }, "No meetings are open right now."));
+  } catch (err) {
+    list.replaceChildren(h("li", { class: "error" }, describeError(err)));
+  }
+  byId("meeting-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.search = `?meeting=${encodeURIComponent(byId("meeting-id").value.trim())}`;
+  });
+}
+
+function setupCaptions() {
+  const meeting = page.meeting;
+  document.title = `${meeting.title} — Live captions`;
+  byId("meeting-title").textContent = meeting.title;
+  byId("captions").hidden = false;
+  const info = byId("chunk-info");
+  info.textContent = `${Number(meeting.chunk_s).toFixed(2)} s chunks`;
+  info.title = "Audio is sent in chunks of this length; shorter chunks give faster captions.";
+  info.hidden = false;
+  page.view = new CaptionView({ log: byId("caption-log"), announcer: byId("announcer"), jumpButton: byId("jump") });
+  bindDisplayControls({
+    smaller: byId("font-smaller"),
+    larger: byId("font-larger"),
+    readout: byId("font-size"),
+    contrast: byId("contrast"),
+  });
+  const announce = byId("announce");
+  announce.checked = prefs.get("announce", "0") === "1";
+  page.view.announce = announce.checked;
+  announce.addEventListener("change", () => {
+    page.view.announce = announce.checked;
+    prefs.set("announce", announce.checked ? "1" : "0");
+  });
+  bindExports();
+  byId("start").addEventListener("click", start);
+  byId("stop").addEventListener("click", stop);
+  byId("retry").addEventListener("click", () => page.client && page.client.retryNow());
+  byId("microphone").addEventListener("change", onMicrophoneChange);
+  const unavailable = captureUnavailableReason();
+  if (unavailable) {
+    showError(unavailable.message);
+    byId("start").disabled = true;
+  }
+  if (meeting.status === "ended") showError("This meeting has ended. You can still export its captions.");
+  refreshMicrophones();
+  addEventListener("beforeunload", (event) => {
+    if (page.client && page.client.state === "live") event.preventDefault();
+  });
+}
+
+function refreshMicrophones() {
+  return fillMicrophoneSelect(byId("microphone"));
+}
+
+async function onMicrophoneChange() {
+  const deviceId = byId("microphone").value;
+  rememberMicrophone(deviceId);
+  if (!page.capture) return;
+  await page.capture.stop();
+  page.capture = null;
+  await startCapture();
+}
+
+function setLevel(rms) {
+  showLevel(byId("level-bar"), rms);
+}
+
+async function startCapture() {
+  const capture = new MicrophoneCapture({
+    chunkSamples: chunkSamplesFor(page.meeting.chunk_s),
+    deviceId: byId("microphone").value,
+    onChunk: (buffer) => page.client && page.client.sendAudio(buffer),
+    onLevel: ({ rms }) => setLevel(rms),
+  });
+  await capture.start();
+  page.capture = capture;
+  await refreshMicrophones();
+}
+
+async function start() {
+  showError("");
+  const startButton = byId("start");
+  startButton.disabled = true;
+  try {
+    await startCapture();
+  } catch (err) {
+    showError(err.message);
+    startButton.disabled = false;
+    return;
+  }
+  const client = new CaptionsClient({ meetingId: page.meeting.id, chunkS: page.meeting.chunk_s });
+  page.client = client;
+  client.addEventListener("state", (event) => onState(event.detail));
+  client.addEventListener("ready", (event) => {
+    if (page.capture) page.capture.setChunkSamples(event.detail.chunk_samples);
+  });
+  client.addEventListener("partial", (event) => page.view.setPartial(event.detail.text, event.detail.utterance));
+  client.addEventListener("final", (event) => page.view.addFinal(event.detail));
+  client.addEventListener("lag", (event) => showLag(event.detail.lag_s));
+  client.addEventListener("notice", (event) => {
+    if (event.detail.error) showError(event.detail.text);
+    else page.view.addNotice(event.detail.text);
+  });
+  startButton.hidden = true;
+  byId("stop").hidden = false;
+  client.connect();
+}
+
+function onState(detail) {
+  clearInterval(page.countdown);
+  byId("retry").hidden = detail.state !== "reconnecting";
+  if (detail.state === "reconnecting") {
+    const tick = () => {
+      const seconds = Math.max(0, Math.ceil((detail.retryAt - Date.now()) / 1000));
+      setConnection("reconnecting", "Reconnecting…", `in ${seconds} s · attempt ${detail.attempt}`);
+    };
+    tick();
+    page.countdown = setInterval(tick, 500);
+    byId("lag").hidden = true;
+    return;
+  }
+  setConnection(detail.state);
+  if (detail.state === "live" && detail.resumed) page.view.addNotice("Reconnected.");
+  if (["stopped", "failed", "ended"].includes(detail.state)) finish(detail);
+}
+
+async function finish(detail) {
+  if (detail.status === 401) showError("Your login has expired. Reload the page to log in again.");
+  else if (detail.reason) showError(`Captioning stopped: ${detail.reason}`);
+  byId("lag").hidden = true;
+  if (page.capture) {
+    await page.capture.stop();
+    page.capture = null;
+  }
+  setLevel(0);
+  const startButton = byId("start");
+  startButton.hidden = false;
+  startButton.disabled = false;
+  startButton.textContent = "Start again";
+  byId("stop").hidden = true;
+}
+
+async function stop() {
+  const stopButton = byId("stop");
+  stopButton.disabled = true;
+  stopButton.textContent = "Stopping…";
+  if (page.capture) {
+    await page.capture.stop(); // delivers the last, zero-padded chunk before `stop`
+    page.capture = null;
+  }
+  if (page.client) await page.client.stop();
+  stopButton.disabled = false;
+  stopButton.textContent = "Stop";
+}
+
+function showLag(lagS) {
+  const lag = byId("lag");
+  const value = Number(lagS) || 0;
+  lag.hidden = false;
+  byId("lag-value").textContent = value.toFixed(1);
+  lag.dataset.level = value < 1.5 ? "ok" : value < 4 ? "warn" : "bad";
+  lag.title = "How far the captions are behind your voice.";
+}
+
+function bindExports() {
+  for (const button of document.querySelectorAll("[data-export]")) {
+    button.addEventListener("click", () => {
+      const format = FORMATS[button.dataset.export];
+      const content = format.render(page.view.finals, { title: page.meeting.title });
+      downloadText(exportFilename(page.meeting.title, format.extension), content, format.mime);
+    });
+  }
+  for (const link of document.querySelectorAll("#server-export a")) {
+    link.href = `/api/meetings/${encodeURIComponent(page.meeting.id)}/captions?format=${link.dataset.format}`;
+    link.setAttribute("download", "");
+  }
+}
+
+main().catch((err) => showError(describeError(err)));

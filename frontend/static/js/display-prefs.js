@@ -1,0 +1,43 @@
+// Text size and high-contrast preferences, remembered across pages and visits.
+
+import { prefs } from "./dom.js";
+
+const SIZES = [80, 90, 100, 115, 130, 150, 175, 200, 250];
+
+export function applyStoredDisplay() {
+  document.documentElement.dataset.contrast = prefs.get("contrast", "normal");
+  setScale(Number(prefs.get("fontScale", 100)));
+}
+
+function setScale(percent) {
+  const scale = SIZES.includes(percent) ? percent : 100;
+  document.documentElement.style.setProperty("--caption-scale", String(scale / 100));
+  prefs.set("fontScale", scale);
+  return scale;
+}
+
+/** Wire the A−/A+ buttons, the size readout and the contrast checkbox (any may be null). */
+export function bindDisplayControls({ smaller, larger, readout, contrast }) {
+  let scale = setScale(Number(prefs.get("fontScale", 100)));
+  const show = () => {
+    if (readout) readout.textContent = `${scale}%`;
+    if (smaller) smaller.disabled = scale === SIZES[0];
+    if (larger) larger.disabled = scale === SIZES[SIZES.length - 1];
+  };
+  const step = (direction) => {
+    const index = SIZES.indexOf(scale) + direction;
+    scale = setScale(SIZES[Math.max(0, Math.min(SIZES.length - 1, index))]);
+    show();
+  };
+  smaller?.addEventListener("click", () => step(-1));
+  larger?.addEventListener("click", () => step(1));
+  if (contrast) {
+    contrast.checked = document.documentElement.dataset.contrast === "high";
+    contrast.addEventListener("change", () => {
+      const value = contrast.checked ? "high" : "normal";
+      document.documentElement.dataset.contrast = value;
+      prefs.set("contrast", value);
+    });
+  }
+  show();
+}

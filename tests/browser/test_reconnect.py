@@ -1,0 +1,55 @@
+"""Restart the server mid-stream: the captions page reconnects, resumes, and no line is lost or doubled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import live_meeting, log_in, screenshot
+from tests.browser.speech_engine import LoudnessEngine
+from tests.browser.test_captions_page import page_lines
+from tests.support.server import LiveServer, login, make_settings
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def count_lines(page: object, at_least: int, timeout_ms: int = 20_000) -> None:
+    page.wait_for_function(
+        f"document.querySelectorAll('#caption-log .line').length >= {at_least}", timeout=timeout_ms
+    )
+
+
+def test_page_resumes_after_server_restart(page: object, tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    first = LiveServer(settings, LoudnessEngine()).start()
+    try:
+        rest = login(first.base_url)
+        meeting = live_meeting(rest, "Handover")
+        rest.close()
+        log_in(page, first.base_url, f"/?meeting={meeting['id']}")
+        page.click("#start")
+        count_lines(page, 2)
+    finally:
+        first.stop()  # drains like SIGTERM: `reconnect`, the last finals, close 1012
+    page.wait_for_selector("#connection[data-state=reconnecting]")
+    screenshot(page, "captions-reconnecting")
+    before = page_lines(page)
+
+    with LiveServer(settings, LoudnessEngine(), migrate=False) as second:
+        page.wait_for_selector("#connection[data-state=live]", timeout=30_000)
+        count_lines(page, len(before) + 2)
+        assert page.locator("#caption-log .notice", has_text="Reconnected").count() == 1
+        screenshot(page, "captions-reconnected")
+        page.click("#stop")
+        page.wait_for_selector("#connection[data-state=stopped]")
+        rest = login(second.base_url)
+        stored = rest.get(f"/api/meetings/{meeting['id']}/captions", params={"format": "json"}).json()
+        rest.close()
+
+    lines = page_lines(page)
+    assert lines[: len(before)] == before
+    sessions = {c["session_id"] for c in stored["captions"]}
+    assert len(sessions) == 1, "the reconnect resumed the same session"
+    assert [(c["seq"], c["text"]) for c in stored["captions"]] == lines
+    assert [seq for seq, _ in lines] == list(range(1, len(lines) + 1))
