@@ -47,7 +47,7 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wav
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # Playwright's sync loop must be gone before the asyncio tests run
 def browser(speech_wav: Path) -> Iterator[object]:
     """One headless chromium for the session, with the fake microphone and no background traffic."""
     executable = _chromium()
