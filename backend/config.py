@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     engine_max_batch_streams: int = Field(64, ge=1, description="Streams in one decode step.")
     engine_max_wait_ms: float = Field(20.0, ge=0, description="Wait for more ready streams, ms.")
     beam_size: int = Field(4, ge=1, le=16, description="Beam width of beam decoding.")
+    engine_left_context_s: float = Field(
+        2.0, ge=0, description="Audio re-encoded before each chunk by buffered (non cache-aware) models, s."
+    )
+    engine_right_context_s: float = Field(
+        0.56, ge=0, description="Look-ahead after each chunk for buffered models, s: accuracy for latency."
+    )
     biasing_alpha: float = Field(1.0, ge=0, description="Weight of the vocabulary boosting scores.")
 
     @field_validator("log_level")

@@ -1,0 +1,119 @@
+"""Beam-search streams on the decode thread: NeMo's buffered pipeline buffers and encodes the chunks (exact
+sizes), ``beam.BeamSearch`` decodes them, and this module turns the best beam into partials and finals.
+
+End of utterance: the best beam has emitted something and then ``stop_history_eou_ms`` of trailing blank
+frames; the best beam is committed as a final and the stream's beams restart from it with fresh scores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from backend.engine.steps import StepItem, StepOutput, make_frame
+from backend.engine.types import EngineConfig, Final, Word
+
+
+class BeamStreams:
+    """Per-stream beam states (by stream id) and the batched beam search they share."""
+
+    def __init__(self, config: EngineConfig, wrapper: Any, multi_model: Any) -> None:
+        from backend.engine.beam import BeamSearch, build_beam_computer
+
+        asr_model = wrapper.asr_model
+        computer = build_beam_computer(asr_model, multi_model, config.beam_size, config.max_symbols_per_step)
+        self.search = BeamSearch(computer)
+        self.tokenizer = wrapper.tokenizer
+        self.frame_s: float = wrapper.get_model_stride(in_secs=True)
+        self.eou_frames = max(1, round(config.stop_history_eou_ms / 1000.0 / self.frame_s))
+        self._states: dict[int, Any] = {}
+        self._biasing: dict[int, tuple[int, int]] = {}
+
+    def live_stream_count(self) -> int:
+        """Streams holding beam state."""
+        return len(self._states)
+
+    def drop(self, stream_id: int) -> None:
+        """Forget a stream (abort)."""
+        self._states.pop(stream_id, None)
+        self._biasing.pop(stream_id, None)
+
+    def step(self, chunk_pipeline: Any, items: list[StepItem]) -> list[StepOutput]:
+        """Buffer and encode one chunk per stream, advance the beams of streams with new frames, and report
+        each stream's best beam (committing it at end of utterance and at the end of the stream)."""
+        pipeline = chunk_pipeline.pipeline
+        encoded, encoded_len = pipeline.encode_frames([make_frame(chunk_pipeline, item) for item in items])
+        left, frames = pipeline.tokens_per_left_padding, pipeline.tokens_per_frame
+        lengths = (encoded_len - left).clamp(min=0)
+        is_last = torch.tensor([item.is_last for item in items], device=lengths.device)
+        lengths = torch.where(is_last, lengths, lengths.clamp(max=frames))
+        encoder_output = encoded[:, :, left:].transpose(1, 2)
+
+        states = [self._state_for(item, encoder_output.device) for item in items]
+        rows = [i for i, n in enumerate(lengths.tolist()) if n > 0]
+        if rows:
+            self.search.decode(
+                [states[i] for i in rows],
+                encoder_output[rows],
+                lengths[rows],
+                [items[i].model_id for i in rows],
+            )
+        delay_frames = pipeline.tokens_per_right_padding
+        return [self._report(item, state, delay_frames) for item, state in zip(items, states, strict=True)]
+
+    def _state_for(self, item: StepItem, device: torch.device) -> Any:
+        biasing = (item.model_id, item.biasing_generation)
+        if item.is_first:
+            state = self.search.initial_state(device)
+            self._states[item.stream_id] = state
+        else:
+            state = self._states[item.stream_id]
+            if self._biasing.get(item.stream_id) != biasing:
+                self.search.reset_biasing(state)
+        self._biasing[item.stream_id] = biasing
+        return state
+
+    def _report(self, item: StepItem, state: Any, delay_frames: int) -> StepOutput:
+        best = self.search.best_beam(state)
+        tokens = state.histories[best]
+        finals: tuple[Final, ...] = ()
+        trailing_blank_frames = state.decoded_frames - (tokens[-1].end_frame if tokens else 0)
+        if item.is_last or (tokens and trailing_blank_frames >= self.eou_frames):
+            final = self._final(tokens, delay_frames, state.decoded_frames)
+            finals = (final,) if final is not None else ()
+            if item.is_last:
+                self.drop(item.stream_id)
+            else:
+                self.search.restart_utterance(state, best)
+            return StepOutput(partial="", finals=finals)
+        return StepOutput(partial=self._text([t.label for t in tokens]), finals=finals)
+
+    def _text(self, labels: list[int]) -> str:
+        return " ".join(self.tokenizer.ids_to_text(labels).split()) if labels else ""
+
+    def _final(self, tokens: list[Any], delay_frames: int, decoded_frames: int) -> Final | None:
+        words = self._words(tokens, delay_frames, decoded_frames)
+        text = self._text([t.label for t in tokens])
+        if not text:
+            return None
+        return Final(text=text, start_s=words[0].start_s, end_s=words[-1].end_s, words=tuple(words))
+
+    def _words(self, tokens: list[Any], delay_frames: int, decoded_frames: int) -> list[Word]:
+        """Group tokens into words at SentencePiece word starts; times in seconds from the stream start
+        (a TDT duration may reach past the decoded audio: clamped)."""
+        pieces = self.tokenizer.ids_to_tokens([t.label for t in tokens])
+        groups: list[list[Any]] = []
+        for token, piece in zip(tokens, pieces, strict=True):
+            if not groups or piece.startswith("\u2581"):
+                groups.append([])
+            groups[-1].append(token)
+        words = []
+        for group in groups:
+            text = self._text([t.label for t in group])
+            if not text:
+                continue
+            start = max(0, group[0].start_frame - delay_frames) * self.frame_s
+            end = max(0, min(group[-1].end_frame, decoded_frames) - delay_frames) * self.frame_s
+            words.append(Word(text, round(start, 6), round(max(start, end), 6)))
+        return words

@@ -1,0 +1,170 @@
+"""The decode-thread side of the engine: one loaded model, one NeMo pipeline per (chunk size, decoding).
+
+``StreamDecoder`` is not thread-safe; the engine calls it only from its single decode thread. It knows streams
+by integer id, turns one batch of ``StepItem`` (at most one per stream) into NeMo ``Frame`` objects and runs
+one call per (chunk size, decoding) group: greedy groups go through NeMo's pipeline step; beam groups use the
+pipeline only for buffering and encoding, then our streaming beam search (``beam.py``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from backend.engine.beam_streams import BeamStreams
+from backend.engine.nemo_pipelines import (
+    ChunkPipeline,
+    build_buffered_pipeline,
+    build_cache_aware_pipeline,
+    build_wrapper,
+    greedy_decoding_cfg,
+    is_cache_aware,
+    load_asr_model,
+)
+from backend.engine.steps import NO_BIASING, StepItem, StepOutput, make_frame
+from backend.engine.types import EngineConfig, Final, Word
+
+
+class StreamDecoder:
+    """Owns the NeMo model, its pipelines and the per-stream biasing multi-model (decode thread only)."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        asr_model = load_asr_model(config.model, config.device)
+        self.wrapper = build_wrapper(
+            asr_model, config.device, greedy_decoding_cfg(config.max_symbols_per_step)
+        )
+        self.tokenizer = self.wrapper.tokenizer
+        self.cache_aware = is_cache_aware(asr_model)
+        build = build_cache_aware_pipeline if self.cache_aware else build_buffered_pipeline
+        self._pipelines: dict[tuple[float, str], ChunkPipeline] = {}
+        for chunk_s in config.allowed_chunk_s:
+            self._pipelines[(chunk_s, "greedy")] = build(config, self.wrapper, chunk_s)
+        self.greedy_computer = self.wrapper.asr_model.decoding.decoding.decoding_computer
+        self.multi_model = self.greedy_computer.biasing_multi_model
+        if self.multi_model is None:
+            raise RuntimeError("the model's greedy decoder has no per-stream biasing multi-model")
+        with torch.inference_mode(False):  # its buffers are edited in place by add/remove_model later
+            self.multi_model.to(self.wrapper.device)
+        self._biasing: dict[int, tuple[int, int]] = {}  # stream id -> (model id, generation)
+        self._beam: BeamStreams | None = None
+        if not self.cache_aware:  # beam search runs on the buffered pipeline's encoder output only
+            self._beam = BeamStreams(config, self.wrapper, self.multi_model)
+            for chunk_s in config.allowed_chunk_s:
+                self._pipelines[(chunk_s, "beam")] = build_buffered_pipeline(config, self.wrapper, chunk_s)
+
+    @property
+    def decodings(self) -> tuple[str, ...]:
+        """Decoding modes this decoder serves."""
+        return tuple(sorted({decoding for _, decoding in self._pipelines}))
+
+    def chunk_pipeline(self, chunk_s: float, decoding: str) -> ChunkPipeline:
+        """The pipeline serving streams of this chunk duration and decoding mode."""
+        try:
+            return self._pipelines[(chunk_s, decoding)]
+        except KeyError:
+            raise ValueError(f"no pipeline for chunk {chunk_s} s with {decoding} decoding") from None
+
+    def step(self, items: list[StepItem]) -> list[StepOutput]:
+        """Decode one batch (at most one item per stream); outputs are in the order of ``items``."""
+        if len({item.stream_id for item in items}) != len(items):
+            raise ValueError("a step holds at most one chunk per stream")
+        groups: dict[tuple[float, str], list[int]] = defaultdict(list)
+        for index, item in enumerate(items):
+            groups[(item.chunk_s, item.decoding)].append(index)
+        outputs: list[StepOutput | None] = [None] * len(items)
+        for key, indices in groups.items():
+            chunk_pipeline = self.chunk_pipeline(*key)
+            group = [items[i] for i in indices]
+            chunk_pipeline.activate()
+            with torch.inference_mode():
+                if self._beam is not None and key[1] == "beam":
+                    results = self._beam.step(chunk_pipeline, group)
+                else:
+                    frames = [self._frame(chunk_pipeline, item) for item in group]
+                    results = [_convert(r) for r in chunk_pipeline.pipeline.transcribe_step(frames)]
+            for index, item, result in zip(indices, group, results, strict=True):
+                outputs[index] = result
+                if item.is_last:
+                    self._biasing.pop(item.stream_id, None)
+        return [output for output in outputs if output is not None]
+
+    def drop_stream(self, stream_id: int, chunk_s: float, decoding: str) -> None:
+        """Free everything NeMo holds for a stream that will never send its last chunk (abort)."""
+        with torch.inference_mode():  # NeMo's buffers were created in inference mode
+            self.chunk_pipeline(chunk_s, decoding).drop_stream(stream_id)
+        self._biasing.pop(stream_id, None)
+        if self._beam is not None:
+            self._beam.drop(stream_id)
+
+    def live_stream_count(self) -> int:
+        """Streams with decoder state (NeMo pipeline states, audio buffers, beam states), for leak checks."""
+        beam_streams = self._beam.live_stream_count() if self._beam is not None else 0
+        return sum(p.stream_count() for p in self._pipelines.values()) + beam_streams
+
+    def warm_up(self) -> None:
+        """Run one short stream through every pipeline so the first real step is not slow."""
+        for index, ((chunk_s, decoding), chunk_pipeline) in enumerate(self._pipelines.items()):
+            stream_id = -(index + 1)
+            silence = np.zeros(chunk_pipeline.chunk_samples, dtype=np.float32)
+            self.step([StepItem(stream_id, chunk_s, decoding, silence, is_first=True, is_last=False)])
+            self.step([StepItem(stream_id, chunk_s, decoding, None, is_first=False, is_last=True)])
+
+    def _frame(self, chunk_pipeline: ChunkPipeline, item: StepItem):
+        from nemo.collections.asr.inference.streaming.framing.request_options import ASRRequestOptions
+
+        options = None
+        biasing = (item.model_id, item.biasing_generation)
+        if item.is_first:
+            options = ASRRequestOptions(biasing_cfg=_biasing_cfg(item.model_id))
+        elif self._biasing.get(item.stream_id) != biasing:
+            self._switch_biasing(chunk_pipeline, item.stream_id, item.model_id)
+        self._biasing[item.stream_id] = biasing
+        return make_frame(chunk_pipeline, item, options)
+
+    def _switch_biasing(self, chunk_pipeline: ChunkPipeline, stream_id: int, model_id: int) -> None:
+        """Point a live stream at another biasing model and restart its biasing state from the root.
+
+        The buffered pipeline keeps the decoder state in ``state.hyp_decoding_state``; the cache-aware one in
+        the previous hypothesis (whose own ``biasing_cfg`` it only refreshes while a list is set)."""
+        state = chunk_pipeline.pipeline.get_state(stream_id)
+        if state is None:
+            raise RuntimeError(f"stream {stream_id} has no decoder state")
+        biasing_cfg = _biasing_cfg(model_id)
+        state.options.biasing_cfg = biasing_cfg
+        hyp_state = getattr(state, "hyp_decoding_state", None)
+        previous = state.get_previous_hypothesis() if hasattr(state, "get_previous_hypothesis") else None
+        if previous is not None:
+            previous.biasing_cfg = biasing_cfg
+            hyp_state = previous.dec_state
+        if hyp_state is not None and hyp_state.fusion_state_list:
+            fusion_index = len(hyp_state.fusion_state_list) - 1  # the multi-model is the last fusion model
+            device = hyp_state.fusion_state_list[fusion_index].device
+            init = self.multi_model.get_init_states(batch_size=1, bos=True)[0]
+            hyp_state.fusion_state_list[fusion_index] = init.to(device)
+
+
+def _biasing_cfg(model_id: int):
+    """A fresh (never shared: NeMo mutates it) pre-registered biasing request, or None for no biasing."""
+    from nemo.collections.asr.parts.context_biasing.biasing_multi_model import BiasingRequestItemConfig
+
+    if model_id == NO_BIASING:
+        return None
+    return BiasingRequestItemConfig(multi_model_id=model_id, auto_manage_multi_model=False)
+
+
+def _convert(result) -> StepOutput:
+    finals: tuple[Final, ...] = ()
+    text = result.final_transcript.strip()
+    if text:
+        words = tuple(
+            Word(segment.text.strip(), float(segment.start), float(segment.end))
+            for segment in (result.final_segments or [])
+            if segment.text.strip()
+        )
+        start_s = words[0].start_s if words else 0.0
+        end_s = words[-1].end_s if words else 0.0
+        finals = (Final(text=text, start_s=start_s, end_s=end_s, words=words),)
+    return StepOutput(partial=" ".join(result.partial_transcript.split()), finals=finals)

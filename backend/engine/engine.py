@@ -1,0 +1,368 @@
+"""The asyncio-facing streaming engine: one decode thread owns the model; one batcher task forms the steps.
+
+Threads and tasks:
+- the **decode thread** (a one-worker executor) runs every call into NeMo: model loading, decode steps,
+  biasing registration/removal and stream clean-up, strictly in submission order (FIFO);
+- the **compile thread** (another one-worker executor) normalises and compiles vocabularies, so a big list
+  never stalls the streams being decoded;
+- the **batcher task** (event loop) waits for chunks, gathers at most one per live stream per step (waiting up
+  to ``max_wait_ms`` for the other live streams), caps a step at ``max_batch_streams``, hands the step to the
+  decode thread and resolves one future per stream.
+
+All ``Engine``/``EngineStream`` methods must be called from the event loop thread
+(``VocabularyHandle.release`` may be called from any thread). A step, once submitted, runs before any later
+clean-up job, which is what makes releasing a biasing id safe: its removal is queued behind every step that
+could still read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from backend.engine.decoder import StreamDecoder
+from backend.engine.steps import StepItem, StepOutput
+from backend.engine.stream import EngineStream, StreamStatus
+from backend.engine.types import (
+    EngineConfig,
+    EngineError,
+    EngineOverloaded,
+    EngineStats,
+    StepResult,
+    StreamOptions,
+    exact_samples,
+)
+from backend.engine.vocabulary import (
+    Registration,
+    RegistryBackend,
+    VocabularyHandle,
+    VocabularyRegistry,
+    normalized,
+)
+
+
+@dataclass
+class _Request:
+    """One stream's chunk (``samples``) or flush (``samples`` None) waiting for a step."""
+
+    stream: EngineStream
+    samples: np.ndarray | None
+    future: asyncio.Future[StepResult]
+    enqueued_at: float = field(default_factory=time.monotonic)
+
+
+class Engine:
+    """Every live stream decoded on one NeMo model with continuous batching and per-stream biasing.
+
+    Test hooks (used by the test suite, never by the service):
+    - ``_inject_fault``: set to an exception instance; the next decode step raises it on the decode thread
+      (the engine then fails that step's futures with ``EngineError`` and becomes not ready);
+    - ``_step_delay_s``: seconds slept on the decode thread in every step (simulates a slower machine).
+    """
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self._vocabularies: RegistryBackend | None = None
+        self._decoder: StreamDecoder | None = None
+        self._decode_executor: ThreadPoolExecutor | None = None
+        self._compile_executor: ThreadPoolExecutor | None = None
+        self._batcher: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+        # Requests waiting for a step, oldest first; at most one per stream (dict keyed by stream id).
+        self._pending: dict[int, _Request] = {}
+        self._streams: dict[int, EngineStream] = {}
+        self._next_stream_id = 1
+        self._failure: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+        self._registry = VocabularyRegistry(remove=self._schedule_unregister)
+        self._last_batch_streams = 0
+        self._max_batch_streams_seen = 0
+        self._last_step_ms = 0.0
+        self._queue_wait_ms = 0.0
+        self._steps_total = 0
+        self._inject_fault: BaseException | None = None
+        self._step_delay_s = 0.0
+
+    async def start(self) -> None:
+        """Load the model on the decode thread, warm it up, and start the batcher task."""
+        if self._decode_executor is not None:
+            raise EngineError("engine already started")
+        threads = self.config.torch_threads
+        self._decode_executor = ThreadPoolExecutor(
+            1, "engine-decode", initializer=torch.set_num_threads, initargs=(threads,)
+        )
+        self._compile_executor = ThreadPoolExecutor(
+            1, "engine-compile", initializer=torch.set_num_threads, initargs=(threads,)
+        )
+        loop = self._loop = asyncio.get_running_loop()
+        self._decoder = await loop.run_in_executor(self._decode_executor, self._load)
+        cache_dir = Path(self.config.vocabulary_cache_dir) if self.config.vocabulary_cache_dir else None
+        self._vocabularies = RegistryBackend(
+            self._decoder.tokenizer, self._decoder.multi_model, self.config.biasing_alpha, cache_dir
+        )
+        self._batcher = asyncio.create_task(self._batch_loop(), name="engine-batcher")
+        self._batcher.add_done_callback(self._on_batcher_done)
+
+    def _load(self) -> StreamDecoder:
+        from nemo.utils import logging as nemo_logging
+
+        nemo_logging.setLevel(nemo_logging.WARNING)
+        decoder = StreamDecoder(self.config)
+        decoder.warm_up()
+        return decoder
+
+    async def stop(self) -> None:
+        """Stop the batcher, fail every waiting request, and shut the worker threads down."""
+        self._stopping = True
+        if self._batcher is not None:
+            self._batcher.cancel()
+            try:
+                await self._batcher
+            except asyncio.CancelledError:
+                pass
+        self._fail_pending(EngineError("engine stopped"))
+        for stream in list(self._streams.values()):
+            stream._close(StreamStatus.ABORTED)
+        for executor in (self._compile_executor, self._decode_executor):
+            if executor is not None:
+                await asyncio.to_thread(executor.shutdown, wait=True)
+
+    @property
+    def ready(self) -> bool:
+        """Loaded, warmed up, batcher alive and no decode failure."""
+        return (
+            self._decoder is not None
+            and self._failure is None
+            and not self._stopping
+            and self._batcher is not None
+            and not self._batcher.done()
+        )
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer once loaded (the service rejects terms it cannot represent), else None."""
+        return self._decoder.tokenizer if self._decoder is not None else None
+
+    def _require_ready(self) -> StreamDecoder:
+        if self._failure is not None:
+            raise EngineError(f"engine failed: {self._failure!r}")
+        if not self.ready or self._decoder is None:
+            raise EngineError("engine is not ready")
+        return self._decoder
+
+    def chunk_samples(self, chunk_s: float) -> int:
+        """Samples per chunk at 16 kHz (0.56 s -> 8960, 1.12 s -> 17920); ValueError for other sizes."""
+        return exact_samples(self._allowed_chunk_s(chunk_s))
+
+    def _allowed_chunk_s(self, chunk_s: float) -> float:
+        for allowed in self.config.allowed_chunk_s:
+            if abs(allowed - chunk_s) < 1e-9:
+                return allowed
+        raise ValueError(f"chunk_s must be one of {self.config.allowed_chunk_s}, got {chunk_s}")
+
+    def stats(self) -> EngineStats:
+        """A snapshot for /metrics."""
+        lags = [stream.received_s - stream.audio_decoded_s for stream in self._streams.values()]
+        return EngineStats(
+            ready=self.ready,
+            live_streams=len(self._streams),
+            last_batch_streams=self._last_batch_streams,
+            max_batch_streams_seen=self._max_batch_streams_seen,
+            last_step_ms=self._last_step_ms,
+            queue_wait_ms=self._queue_wait_ms,
+            max_lag_s=max(lags, default=0.0),
+            steps_total=self._steps_total,
+            registered_vocabularies=len(self._registry),
+        )
+
+    async def load_vocabulary(self, terms: Sequence[Any]) -> VocabularyHandle:
+        """Normalise and compile ``terms`` (``biasing.terms.Term`` or str) off the decode thread, register the
+        result in the decoder between steps, and return a handle. The same terms share one registration.
+
+        Raises ``biasing.terms.TermValidationError`` (a ValueError) for invalid terms, ValueError if empty.
+        """
+        decoder = self._require_ready()
+        backend = self._backend()
+        loop = asyncio.get_running_loop()
+        terms_n = await loop.run_in_executor(self._compile_executor, normalized, terms, decoder.tokenizer)
+        if not terms_n:
+            raise ValueError("a vocabulary needs at least one term")
+        key = backend.key(terms_n)
+        registration = self._registry.lookup_and_ref(key)
+        if registration is None:
+            compiled = await loop.run_in_executor(self._compile_executor, backend.compile, terms_n)
+            self._require_ready()
+            lease = await loop.run_in_executor(self._decode_executor, backend.register, compiled)
+            registration = self._registry.add(Registration(key, terms_n, lease))
+            if registration.lease is not lease:  # an identical list was registered meanwhile
+                self._schedule_unregister(lease)
+        return VocabularyHandle(self._registry, registration)
+
+    def _backend(self) -> RegistryBackend:
+        if self._vocabularies is None:
+            raise EngineError("engine is not started")
+        return self._vocabularies
+
+    def _schedule_unregister(self, lease: Any) -> None:
+        self._submit_cleanup(self._backend().unregister, lease)
+
+    def _loaded_decoder(self) -> StreamDecoder:
+        if self._decoder is None:
+            raise EngineError("engine is not started")
+        return self._decoder
+
+    def _submit_cleanup(self, fn: Any, *args: Any) -> None:
+        """Queue a clean-up job on the decode thread (behind every submitted step); no-op once shut down.
+        A failing clean-up leaves NeMo state in doubt: it fails the engine like a failed step."""
+        if self._decode_executor is None or self._decoder is None or self._loop is None:
+            return
+        try:
+            job = self._decode_executor.submit(fn, *args)
+        except RuntimeError:  # executor shut down: the process is ending, NeMo state goes with it
+            return
+        loop = self._loop
+        job.add_done_callback(lambda done: loop.call_soon_threadsafe(self._on_cleanup_done, done))
+
+    def _on_cleanup_done(self, job: Any) -> None:
+        error = job.exception()
+        if error is not None and self._failure is None:
+            self._failure = error
+            self._fail_pending(EngineError(f"clean-up failed: {error!r}"))
+
+    def open_stream(self, options: StreamOptions) -> EngineStream:
+        """A new stream; ``EngineOverloaded`` beyond ``max_live_streams``, ValueError for bad options."""
+        decoder = self._require_ready()
+        options = replace(options, chunk_s=self._allowed_chunk_s(options.chunk_s))  # the pipeline's own key
+        chunk_samples = self.chunk_samples(options.chunk_s)
+        if options.decoding not in decoder.decodings:
+            raise ValueError(f"decoding must be one of {decoder.decodings}, got {options.decoding!r}")
+        if len(self._streams) >= self.config.max_live_streams:
+            raise EngineOverloaded(f"{len(self._streams)} live streams (max_live_streams)")
+        registration = None
+        if options.vocabulary is not None:
+            registration = options.vocabulary.registration()
+            self._registry.ref(registration)
+        stream = EngineStream(self, self._next_stream_id, options, chunk_samples, registration)
+        self._next_stream_id += 1
+        self._streams[stream.stream_id] = stream
+        return stream
+
+    def _enqueue(self, stream: EngineStream, samples: np.ndarray | None) -> asyncio.Future[StepResult]:
+        self._require_ready()
+        future: asyncio.Future[StepResult] = asyncio.get_running_loop().create_future()
+        self._pending[stream.stream_id] = _Request(stream, samples, future)
+        self._wakeup.set()
+        return future
+
+    def _forget(self, stream: EngineStream) -> None:
+        """Drop a closing stream's waiting request and live-stream slot (event loop thread)."""
+        self._streams.pop(stream.stream_id, None)
+        request = self._pending.pop(stream.stream_id, None)
+        if request is not None and not request.future.done():
+            request.future.cancel()
+        self._wakeup.set()  # the batcher may be waiting for this stream
+
+    async def _batch_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            if not self._pending:
+                continue
+            await self._gather()
+            batch = self._take_batch()
+            if batch:
+                await self._run_step(batch)
+                if self._failure is not None:
+                    return
+
+    async def _gather(self) -> None:
+        """Wait until every live stream has a chunk waiting (up to ``max_batch_streams``) or until the oldest
+        waiting chunk has waited ``max_wait_ms``."""
+        max_wait_s = self.config.max_wait_ms / 1000.0
+        while self._pending:
+            wanted = min(len(self._streams), self.config.max_batch_streams)
+            if len(self._pending) >= wanted:
+                return
+            oldest = next(iter(self._pending.values())).enqueued_at
+            remaining = oldest + max_wait_s - time.monotonic()
+            if remaining <= 0:
+                return
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout=remaining)
+            except TimeoutError:
+                return
+
+    def _take_batch(self) -> list[tuple[_Request, StepItem]]:
+        batch: list[tuple[_Request, StepItem]] = []
+        for stream_id in list(self._pending)[: self.config.max_batch_streams]:
+            request = self._pending.pop(stream_id)
+            if request.future.done():  # the caller gave up waiting before the step
+                continue
+            batch.append((request, request.stream._step_item(request.samples)))
+        if self._pending:
+            self._wakeup.set()  # leftovers already waited: next step at once
+        return batch
+
+    async def _run_step(self, batch: list[tuple[_Request, StepItem]]) -> None:
+        started = time.monotonic()
+        self._queue_wait_ms = (started - min(r.enqueued_at for r, _ in batch)) * 1000.0
+        items = [item for _, item in batch]
+        loop = asyncio.get_running_loop()
+        try:
+            outputs = await loop.run_in_executor(self._decode_executor, self._decode_step, items)
+        except Exception as exc:  # a failed step fails the engine: the service closes sessions (1011)
+            self._failure = exc
+            error = EngineError(f"decode step failed: {exc!r}")
+            error.__cause__ = exc
+            for request, _ in batch:
+                if not request.future.done():
+                    request.future.set_exception(error)
+            self._fail_pending(error)
+            return
+        self._last_step_ms = (time.monotonic() - started) * 1000.0
+        self._last_batch_streams = len(batch)
+        self._max_batch_streams_seen = max(self._max_batch_streams_seen, len(batch))
+        self._steps_total += 1
+        for (request, item), output in zip(batch, outputs, strict=True):
+            result = request.stream._on_step(item, output)
+            if not request.future.done():
+                request.future.set_result(result)
+
+    def _decode_step(self, items: list[StepItem]) -> list[StepOutput]:
+        decoder = self._loaded_decoder()
+        fault, self._inject_fault = self._inject_fault, None
+        if fault is not None:
+            raise fault
+        if self._step_delay_s > 0:
+            time.sleep(self._step_delay_s)
+        return decoder.step(items)
+
+    def _fail_pending(self, error: EngineError) -> None:
+        pending, self._pending = self._pending, {}
+        for request in pending.values():
+            if not request.future.done():
+                request.future.set_exception(error)
+
+    def _on_batcher_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None and self._failure is None:
+            self._failure = exc
+            self._fail_pending(EngineError(f"batcher failed: {exc!r}"))
+
+    async def decoder_stream_count(self) -> int:
+        """Streams the decoder holds state for, counted on the decode thread after queued jobs."""
+        decoder = self._loaded_decoder()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._decode_executor, decoder.live_stream_count)

@@ -1,0 +1,160 @@
+"""``EngineStream``: one client's audio stream, the engine's per-stream lifecycle and bookkeeping."""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from backend.engine.steps import NO_BIASING, StepItem, StepOutput
+from backend.engine.types import SAMPLE_RATE_HZ, EngineError, Final, StepResult, StreamOptions, Word
+from backend.engine.vocabulary import Registration, VocabularyHandle
+
+if TYPE_CHECKING:
+    from backend.engine.engine import Engine
+
+
+class StreamStatus(enum.Enum):
+    """Lifecycle of an ``EngineStream``: open -> finished | aborted (both final)."""
+
+    OPEN = "open"
+    FINISHED = "finished"
+    ABORTED = "aborted"
+
+
+class EngineStream:
+    """One client's audio stream. At most one ``push``/``finish`` in flight; call from the event loop thread.
+
+    Lifecycle: open -> finished (``finish``) | aborted (``abort``, or the engine stopped).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        stream_id: int,
+        options: StreamOptions,
+        chunk_samples: int,
+        registration: Registration | None,
+    ) -> None:
+        self.stream_id = stream_id
+        self.options = options
+        self.chunk_samples = chunk_samples
+        self.status = StreamStatus.OPEN
+        self.received_s = 0.0
+        self.audio_decoded_s = 0.0
+        self._engine = engine
+        self._registration = registration
+        self._step_registration: Registration | None = None
+        self._biasing_generation = 0
+        self._started = False
+        self._last_sent = False
+        self._in_flight = False
+
+    async def push(self, pcm: bytes | np.ndarray) -> StepResult:
+        """Decode exactly one chunk: PCM16 little-endian bytes or a float32 array of ``chunk_samples``."""
+        self._expect_open()
+        samples = self._to_float32(pcm)
+        return await self._submit(samples)
+
+    async def finish(self) -> StepResult:
+        """Flush: decode the end of the stream and commit the last partial as a final. Closes the stream."""
+        self._expect_open()
+        if not self._started:
+            self._close(StreamStatus.FINISHED)
+            return StepResult(partial="", finals=(), audio_decoded_s=0.0)
+        try:
+            return await self._submit(None)
+        finally:
+            self._close(StreamStatus.FINISHED)
+
+    async def set_vocabulary(self, handle: VocabularyHandle | None) -> None:
+        """Use ``handle`` (None: no biasing) from the next step on; the stream's biasing state restarts."""
+        self._expect_open()
+        new = handle.registration() if handle is not None else None
+        if new is not None:
+            self._engine._registry.ref(new)
+        old, self._registration = self._registration, new
+        self._biasing_generation += 1
+        if old is not None:
+            self._engine._registry.unref(old)
+
+    def abort(self) -> None:
+        """The client vanished: free the decoder state, the batch slot and the vocabulary reference, with no
+        final. Idempotent."""
+        if self.status is not StreamStatus.OPEN:
+            return
+        self._close(StreamStatus.ABORTED)
+
+    def _expect_open(self) -> None:
+        if self.status is not StreamStatus.OPEN:
+            raise EngineError(f"expected stream {StreamStatus.OPEN.value}, got {self.status.value}")
+        if self._in_flight:
+            raise RuntimeError("a chunk of this stream is already being decoded")
+
+    def _to_float32(self, pcm: bytes | np.ndarray) -> np.ndarray:
+        if isinstance(pcm, bytes | bytearray | memoryview):
+            if len(pcm) != 2 * self.chunk_samples:
+                raise ValueError(f"expected {2 * self.chunk_samples} bytes of PCM16, got {len(pcm)}")
+            return np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+        if not isinstance(pcm, np.ndarray) or pcm.dtype != np.float32 or pcm.shape != (self.chunk_samples,):
+            raise ValueError(f"expected a float32 array of shape ({self.chunk_samples},)")
+        return pcm
+
+    async def _submit(self, samples: np.ndarray | None) -> StepResult:
+        self._in_flight = True
+        if samples is not None:
+            self.received_s += self.chunk_samples / SAMPLE_RATE_HZ
+        try:
+            return await self._engine._enqueue(self, samples)
+        finally:
+            self._in_flight = False
+
+    def _step_item(self, samples: np.ndarray | None) -> StepItem:
+        """Called by the batcher when the request enters a step (reads the biasing id at that moment)."""
+        is_first = not self._started
+        self._started = True
+        self._last_sent = samples is None
+        self._step_registration = self._registration
+        model_id = self._registration.model_id if self._registration is not None else NO_BIASING
+        return StepItem(
+            stream_id=self.stream_id,
+            chunk_s=self.options.chunk_s,
+            decoding=self.options.decoding,
+            samples=samples,
+            is_first=is_first,
+            is_last=samples is None,
+            model_id=model_id,
+            biasing_generation=self._biasing_generation,
+        )
+
+    def _on_step(self, item: StepItem, output: StepOutput) -> StepResult:
+        if item.samples is not None:
+            self.audio_decoded_s += self.chunk_samples / SAMPLE_RATE_HZ
+        registration = self._step_registration
+        finals = tuple(self._finish_final(final, registration) for final in output.finals)
+        return StepResult(partial=output.partial, finals=finals, audio_decoded_s=self.audio_decoded_s)
+
+    def _finish_final(self, final: Final, registration: Registration | None) -> Final:
+        """Times clamped to the decoded audio (NeMo spreads tokens of one frame over later frames) and the
+        vocabulary terms found in the text."""
+        limit = self.audio_decoded_s
+        words = tuple(Word(w.text, min(w.start_s, limit), min(w.end_s, limit)) for w in final.words)
+        matched = registration.matched_terms(final.text) if registration is not None else ()
+        return Final(final.text, min(final.start_s, limit), min(final.end_s, limit), words, matched)
+
+    def _close(self, status: StreamStatus) -> None:
+        if self.status is not StreamStatus.OPEN:
+            return
+        self.status = status
+        engine = self._engine
+        engine._forget(self)
+        if self._started and not self._last_sent:  # NeMo holds state until it sees is_last: free it
+            decoder = engine._decoder
+            if decoder is not None:
+                engine._submit_cleanup(
+                    decoder.drop_stream, self.stream_id, self.options.chunk_s, self.options.decoding
+                )
+        registration, self._registration = self._registration, None
+        if registration is not None:
+            engine._registry.unref(registration)

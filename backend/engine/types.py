@@ -1,0 +1,150 @@
+"""Public value types of the streaming engine: configuration, per-stream options, results, errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from backend.engine.vocabulary import VocabularyHandle
+
+SAMPLE_RATE_HZ = 16000
+ENCODER_FRAME_S = 0.08
+
+
+def exact_frames(seconds: float, frame_s: float = ENCODER_FRAME_S) -> int:
+    """``seconds`` as a whole number of ``frame_s`` frames (rounded, never ceil'ed); ValueError if not."""
+    frames = round(seconds / frame_s)
+    if frames < 0 or abs(frames * frame_s - seconds) > 1e-6:
+        raise ValueError(f"{seconds} s is not a whole number of {frame_s} s encoder frames")
+    return frames
+
+
+def exact_samples(seconds: float, sample_rate_hz: int = SAMPLE_RATE_HZ) -> int:
+    """``seconds`` as a whole number of samples (rounded); ValueError if not whole."""
+    samples = round(seconds * sample_rate_hz)
+    if abs(samples / sample_rate_hz - seconds) > 1e-9:
+        raise ValueError(f"{seconds} s is not a whole number of samples at {sample_rate_hz} Hz")
+    return samples
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the engine loads and runs the model. Limits are checked in ``__post_init__``.
+
+    ``model``: a ``.nemo`` path or a pretrained NeMo model name (any RNNT/TDT BPE Transducer).
+    ``max_wait_ms``: how long the batcher waits for more live streams to submit a chunk before a step.
+    ``left_context_s`` / ``right_context_s``: audio context the buffered pipeline re-encodes around each chunk
+    (right context adds latency). ``stop_history_eou_ms``: trailing silence (blank frames) that ends an
+    utterance. ``max_live_streams``: open streams beyond this raise ``EngineOverloaded``.
+    ``beam_size``: beams per stream for ``decoding="beam"``. ``max_symbols_per_step``: labels the decoder
+    may emit per encoder frame (NeMo's default 10). ``vocabulary_cache_dir``: compiled vocabulary graphs on
+    disk (None: memory cache only).
+    """
+
+    model: str
+    device: str = "cpu"
+    torch_threads: int = 1
+    max_batch_streams: int = 64
+    max_wait_ms: float = 20.0
+    beam_size: int = 4
+    allowed_chunk_s: tuple[float, ...] = (0.56, 1.12)
+    biasing_alpha: float = 1.0
+    left_context_s: float = 2.0
+    right_context_s: float = 0.0
+    stop_history_eou_ms: int = 800
+    max_live_streams: int = 256
+    max_symbols_per_step: int = 10
+    vocabulary_cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.torch_threads < 1:
+            raise ValueError("torch_threads must be >= 1")
+        if self.max_batch_streams < 1:
+            raise ValueError("max_batch_streams must be >= 1")
+        if self.max_wait_ms < 0:
+            raise ValueError("max_wait_ms must be >= 0")
+        if self.beam_size < 1:
+            raise ValueError("beam_size must be >= 1")
+        if not self.allowed_chunk_s:
+            raise ValueError("allowed_chunk_s must not be empty")
+        for chunk_s in self.allowed_chunk_s:
+            if exact_frames(chunk_s) < 1:
+                raise ValueError(f"chunk {chunk_s} s is shorter than one encoder frame")
+            exact_samples(chunk_s)
+        exact_frames(self.left_context_s)
+        exact_frames(self.right_context_s)
+        if self.biasing_alpha < 0:
+            raise ValueError("biasing_alpha must be >= 0")
+        if self.stop_history_eou_ms < 0:
+            raise ValueError("stop_history_eou_ms must be >= 0")
+        if self.max_live_streams < 1:
+            raise ValueError("max_live_streams must be >= 1")
+        if self.max_symbols_per_step < 1:
+            raise ValueError("max_symbols_per_step must be >= 1")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """What a client chose for its stream: chunk duration (one of ``EngineConfig.allowed_chunk_s``),
+    decoding mode and an optional vocabulary (a handle from ``Engine.load_vocabulary``)."""
+
+    chunk_s: float = 1.12
+    decoding: Literal["greedy", "beam"] = "greedy"
+    vocabulary: VocabularyHandle | None = None
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word of a final, times in seconds from the start of the stream."""
+
+    text: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class Final:
+    """A committed utterance (never revised). Times in seconds from the start of the stream.
+
+    ``matched_terms``: the stream's vocabulary terms that occur in ``text`` (case-insensitive, whole words).
+    """
+
+    text: str
+    start_s: float
+    end_s: float
+    words: tuple[Word, ...] = ()
+    matched_terms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The result of one chunk: the current utterance's partial text, finals committed by this step, and how
+    much of the stream's audio has been decoded so far (seconds)."""
+
+    partial: str
+    finals: tuple[Final, ...]
+    audio_decoded_s: float
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """A snapshot for /metrics. ``max_lag_s``: largest (audio received - audio decoded) over live streams."""
+
+    ready: bool
+    live_streams: int
+    last_batch_streams: int
+    max_batch_streams_seen: int
+    last_step_ms: float
+    queue_wait_ms: float
+    max_lag_s: float
+    steps_total: int
+    registered_vocabularies: int
+
+
+class EngineError(RuntimeError):
+    """The engine cannot serve this request (not started, failed, stream closed...)."""
+
+
+class EngineOverloaded(EngineError):
+    """The engine is at capacity; the caller should retry later (HTTP 503 / WebSocket 1013)."""

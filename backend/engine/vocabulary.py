@@ -1,0 +1,187 @@
+"""Per-stream vocabularies: compiled off the decode thread, registered in the decoder's biasing multi-model on
+the decode thread, shared by content and reference-counted.
+
+Lifecycle of one registration (one distinct term list): normalise + compile (compile thread) -> acquire a
+lease in the multi-model (decode thread) -> referenced by handles and by the streams using it -> when the last
+handle is released and no stream uses it any more, the lease is released on the decode thread. NeMo reuses a
+removed id at once, so a lease is released only when nothing can still read its id.
+
+``RegistryBackend`` is the one place that knows how a list becomes a registered model (the ``biasing``
+package's ``BiasingRegistry``: TurboBias 2.0 case-insensitive graphs, memory and disk caches).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from backend.engine.types import EngineError
+from biasing.terms import Term, normalize_terms
+
+
+class RegistryBackend:
+    """``biasing.registry.BiasingRegistry`` for one decoder: ``key``/``compile`` on the compile thread,
+    ``register``/``unregister`` on the decode thread (between steps)."""
+
+    def __init__(self, tokenizer: Any, multi_model: Any, alpha: float, cache_dir: Path | None) -> None:
+        from biasing.registry import BiasingRegistry
+
+        self._registry = BiasingRegistry(tokenizer, cache_dir=cache_dir)
+        self._multi_model = multi_model
+        self._alpha = alpha
+
+    def key(self, terms: Sequence[Term]) -> str:
+        """Content hash of the terms (with the tokenizer, graph parameters and compiler version)."""
+        return self._registry.key_for(terms)
+
+    def compile(self, terms: Sequence[Term]) -> Any:
+        """Compile (or fetch from the memory/disk cache): blocking, never on the decode thread."""
+        return self._registry.compile(terms)
+
+    def register(self, compiled: Any) -> Any:
+        """A lease on the compiled vocabulary's id in the multi-model (decode thread)."""
+        return self._registry.acquire(compiled, self._multi_model, self._alpha)
+
+    def unregister(self, lease: Any) -> None:
+        """Give the lease back (decode thread); the registry may keep the model registered while idle."""
+        self._registry.release(lease)
+
+
+class Registration:
+    """One compiled list registered in the multi-model under ``model_id`` (held by ``lease``).
+
+    ``refs`` counts live handles plus streams using it; it is guarded by the registry's lock. When it drops to
+    zero the lease release is scheduled on the decode thread; from then on ``model_id`` is invalid.
+    """
+
+    def __init__(self, key: str, terms: tuple[Term, ...], lease: Any) -> None:
+        self.key = key
+        self.terms = terms
+        self.lease = lease
+        self.model_id: int = lease.model_id
+        self.refs = 0
+        self.removed = False
+        self._pattern = _terms_pattern(terms)
+
+    def matched_terms(self, text: str) -> tuple[str, ...]:
+        """The terms (by their listed spelling) that occur in ``text`` as whole words, case-insensitively."""
+        if self._pattern is None:
+            return ()
+        found = {match.lower() for match in self._pattern.findall(text)}
+        return tuple(
+            term.text
+            for term in self.terms
+            if any(spelling.lower() in found for spelling in (term.text, *term.alternates))
+        )
+
+
+def _terms_pattern(terms: Sequence[Term]) -> re.Pattern[str] | None:
+    spellings = sorted({s for term in terms for s in (term.text, *term.alternates)}, key=len, reverse=True)
+    if not spellings:
+        return None
+    alternatives = "|".join(re.escape(spelling) for spelling in spellings)
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+
+
+class VocabularyHandle:
+    """A caller's reference to a registered vocabulary. ``release()`` is idempotent; after it, ``model_id``
+    raises. Handles of the same term list share one registration."""
+
+    def __init__(self, registry: VocabularyRegistry, registration: Registration) -> None:
+        self._registry = registry
+        self._registration: Registration | None = registration
+
+    @property
+    def model_id(self) -> int:
+        """The id in the decoder's multi-model (valid while this handle is not released)."""
+        if self._registration is None:
+            raise EngineError("vocabulary handle was released")
+        return self._registration.model_id
+
+    @property
+    def terms(self) -> tuple[Term, ...]:
+        """The normalised terms of this vocabulary."""
+        if self._registration is None:
+            raise EngineError("vocabulary handle was released")
+        return self._registration.terms
+
+    @property
+    def released(self) -> bool:
+        """True once ``release()`` was called."""
+        return self._registration is None
+
+    def registration(self) -> Registration:
+        """The shared registration (for the engine, which acquires it per stream)."""
+        if self._registration is None:
+            raise EngineError("vocabulary handle was released")
+        return self._registration
+
+    def release(self) -> None:
+        """Drop this reference (idempotent); the model leaves the decoder when nothing else uses it."""
+        registration, self._registration = self._registration, None
+        if registration is not None:
+            self._registry.unref(registration)
+
+
+class VocabularyRegistry:
+    """Content-addressed, ref-counted registrations.
+
+    ``_lock`` guards ``_by_key`` and every ``Registration.refs``; it is taken from the event loop thread and
+    from handle releases (any thread), never while waiting on the decode thread.
+    ``remove`` is a callable that schedules the release of a registration's lease on the decode thread.
+    """
+
+    def __init__(self, remove: Callable[[Any], None]) -> None:
+        self._remove = remove
+        self._lock = threading.Lock()
+        self._by_key: dict[str, Registration] = {}
+
+    def lookup_and_ref(self, key: str) -> Registration | None:
+        """The live registration for ``key`` with one more reference, or None."""
+        with self._lock:
+            registration = self._by_key.get(key)
+            if registration is not None:
+                registration.refs += 1
+            return registration
+
+    def add(self, registration: Registration) -> Registration:
+        """Record a new registration with one reference; if another with the same key won the race, return
+        that one (referenced) and let the caller remove the duplicate."""
+        with self._lock:
+            existing = self._by_key.get(registration.key)
+            if existing is not None:
+                existing.refs += 1
+                return existing
+            registration.refs = 1
+            self._by_key[registration.key] = registration
+            return registration
+
+    def ref(self, registration: Registration) -> None:
+        """One more user (a stream) of a live registration."""
+        with self._lock:
+            if registration.removed:
+                raise EngineError("vocabulary was released")
+            registration.refs += 1
+
+    def unref(self, registration: Registration) -> None:
+        """One user fewer; the last one schedules the removal from the decoder."""
+        with self._lock:
+            registration.refs -= 1
+            if registration.refs > 0:
+                return
+            registration.removed = True
+            if self._by_key.get(registration.key) is registration:
+                del self._by_key[registration.key]
+        self._remove(registration.lease)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_key)
+
+
+def normalized(terms: Sequence[Term | str], tokenizer: Any) -> tuple[Term, ...]:
+    """Normalise and validate a term list against the model's tokenizer (raises ``TermValidationError``)."""
+    return tuple(normalize_terms(list(terms), tokenizer=tokenizer))

@@ -1,0 +1,78 @@
+"""Fixtures for the engine tests: tiny random RNNT/TDT models built once per session (no downloads)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytest_asyncio
+import torch
+
+from backend.engine import Engine, EngineConfig
+from backend.engine.tiny_model import build_tiny_transducer
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def rnnt_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_transducer(tmp_path_factory.mktemp("rnnt"), kind="rnnt")
+
+
+@pytest.fixture(scope="session")
+def tdt_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_transducer(tmp_path_factory.mktemp("tdt"), kind="tdt")
+
+
+@pytest.fixture(params=["rnnt", "tdt"])
+def model_path(request: pytest.FixtureRequest) -> Path:
+    return request.getfixturevalue(f"{request.param}_model")
+
+
+@pytest_asyncio.fixture
+async def engine(model_path: Path) -> AsyncIterator[Engine]:
+    config = EngineConfig(model=str(model_path), max_wait_ms=20.0, biasing_alpha=3.0, max_symbols_per_step=3)
+    engine = Engine(config)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop()
+
+
+def noise(seed: int, seconds: float) -> np.ndarray:
+    """Deterministic babble: tones, noise and silences of random length (random models emit varied text)."""
+    rng = np.random.default_rng(seed)
+    total = round(seconds * 16000)
+    segments, length = [], 0
+    while length < total:
+        size = int(rng.integers(1280, 6400))
+        if rng.random() < 0.2:
+            segment = np.zeros(size)
+        else:
+            t = np.arange(size) / 16000
+            tone = rng.uniform(0.05, 0.8) * np.sin(2 * np.pi * rng.uniform(100, 3000) * t)
+            segment = tone + rng.uniform(0, 0.3) * rng.standard_normal(size)
+        segments.append(segment)
+        length += size
+    return np.clip(np.concatenate(segments)[:total], -1, 1).astype(np.float32)
+
+
+def chunks(audio: np.ndarray, chunk_samples: int) -> list[np.ndarray]:
+    """Whole chunks of ``audio`` (the tail shorter than a chunk is dropped)."""
+    return [audio[i : i + chunk_samples] for i in range(0, len(audio) - chunk_samples + 1, chunk_samples)]
+
+
+def random_terms(count: int, seed: int) -> list[str]:
+    """``count`` distinct made-up terms of one or two lower-case words (the tiny tokenizers spell a-z)."""
+    rng = np.random.default_rng(seed)
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    terms: set[str] = set()
+    while len(terms) < count:
+        words = [
+            "".join(rng.choice(letters, size=int(rng.integers(3, 9)))) for _ in range(int(rng.integers(1, 3)))
+        ]
+        terms.add(" ".join(words))
+    return sorted(terms)

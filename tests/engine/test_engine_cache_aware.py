@@ -1,0 +1,69 @@
+"""Cache-aware streaming models run on NeMo's cache-aware pipeline: one pipeline per chunk size (encoder
+look-ahead 0.56 s = [70, 6], 1.12 s = [70, 13]) over one shared model, switched per step."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from backend.engine import Engine, EngineConfig, StreamOptions
+from backend.engine.tiny_model import build_tiny_transducer
+from tests.engine.conftest import chunks, noise
+from tests.engine.test_engine_equivalence import PLANS, outputs, run_batched, run_stream
+
+
+@pytest.fixture(scope="session")
+def cache_aware_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_transducer(tmp_path_factory.mktemp("cache-aware"), kind="tdt", encoder="cache_aware")
+
+
+@pytest_asyncio.fixture
+async def cache_aware_engine(cache_aware_model: Path) -> AsyncIterator[Engine]:
+    engine = Engine(EngineConfig(model=str(cache_aware_model), biasing_alpha=3.0, max_symbols_per_step=3))
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.stop()
+
+
+async def test_cache_aware_pipelines_have_exact_chunks(cache_aware_engine: Engine) -> None:
+    from nemo.collections.asr.inference.pipelines.cache_aware_rnnt_pipeline import CacheAwareRNNTPipeline
+
+    decoder = cache_aware_engine._loaded_decoder()
+    assert decoder.cache_aware and decoder.decodings == ("greedy",)
+    for chunk_s, samples, frames, context in [(0.56, 8960, 7, [70, 6]), (1.12, 17920, 14, [70, 13])]:
+        chunk_pipeline = decoder.chunk_pipeline(chunk_s, "greedy")
+        assert isinstance(chunk_pipeline.pipeline, CacheAwareRNNTPipeline)
+        assert (chunk_pipeline.chunk_samples, chunk_pipeline.frames_per_chunk) == (samples, frames)
+        assert chunk_pipeline.att_context_size == context
+    with pytest.raises(ValueError):
+        cache_aware_engine.open_stream(StreamOptions(chunk_s=0.56, decoding="beam"))
+
+
+async def test_cache_aware_batched_equals_alone(cache_aware_engine: Engine) -> None:
+    engine = cache_aware_engine
+    handles = {
+        "a": await engine.load_vocabulary(["recaca", "cahe"]),
+        "b": await engine.load_vocabulary(["he re"]),
+    }
+    batched = await run_batched(engine, PLANS, handles)
+    alone = [await run_stream(engine, plan, handles) for plan in PLANS]
+    for plan, got, want in zip(PLANS, batched, alone, strict=True):
+        assert outputs(got) == outputs(want), plan
+    assert any(result.finals for results in alone for result in results)
+
+
+async def test_cache_aware_abort_frees_slots(cache_aware_engine: Engine) -> None:
+    engine = cache_aware_engine
+    streams = [engine.open_stream(StreamOptions(chunk_s=chunk_s)) for chunk_s in (0.56, 1.12, 0.56)]
+    for stream in streams:
+        for chunk in chunks(noise(stream.stream_id, 2.24), stream.chunk_samples)[:2]:
+            await stream.push(chunk)
+    assert await engine.decoder_stream_count() > 0
+    for stream in streams:
+        stream.abort()
+    assert await engine.decoder_stream_count() == 0

@@ -1,0 +1,80 @@
+"""Vocabularies: compiled off the decode thread, shared by content, reference-counted, never a stale id."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from backend.engine import Engine, EngineError, StreamOptions
+from biasing.terms import Term, TermValidationError
+from tests.engine.conftest import noise, random_terms
+
+
+async def test_same_terms_share_one_registration(engine: Engine) -> None:
+    a = await engine.load_vocabulary(["linezolid", "husqvarna"])
+    b = await engine.load_vocabulary([Term("linezolid"), Term("husqvarna")])
+    c = await engine.load_vocabulary(["quarterly revenue"])
+    assert a.model_id == b.model_id != c.model_id
+    assert engine.stats().registered_vocabularies == 2
+    a.release()
+    a.release()
+    assert engine.stats().registered_vocabularies == 2
+    with pytest.raises(EngineError):
+        _ = a.model_id
+    assert b.terms[0].text == "linezolid"
+    b.release()
+    c.release()
+    assert engine.stats().registered_vocabularies == 0
+    assert await engine.decoder_stream_count() == 0  # runs after the queued lease releases
+    assert engine._backend()._registry.stats().active_leases == 0
+
+
+async def test_stream_keeps_its_vocabulary_registered(engine: Engine) -> None:
+    handle = await engine.load_vocabulary(["linezolid"])
+    stream = engine.open_stream(StreamOptions(chunk_s=0.56, vocabulary=handle))
+    model_id = handle.model_id
+    handle.release()
+    assert engine.stats().registered_vocabularies == 1
+    other = await engine.load_vocabulary(["husqvarna"])
+    assert other.model_id != model_id  # the stream's id was not freed, so it cannot be reused
+    await stream.push(noise(1, 0.56))
+    await stream.finish()
+    assert engine.stats().registered_vocabularies == 1
+    other.release()
+
+
+async def test_compile_runs_off_the_decode_thread(engine: Engine) -> None:
+    threads: list[str] = []
+    decoder = engine._loaded_decoder()
+    backend = engine._backend()
+    inner = backend.compile
+
+    def compile_and_record(terms):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return inner(terms)
+
+    backend.compile = compile_and_record  # type: ignore[method-assign]
+    handle = await engine.load_vocabulary(random_terms(200, seed=3))
+    assert threads and threads[0].startswith("engine-compile")
+    assert bool(decoder.multi_model.model2active[handle.model_id])
+    handle.release()
+
+
+async def test_invalid_terms_are_rejected(engine: Engine) -> None:
+    with pytest.raises(TermValidationError):
+        await engine.load_vocabulary(["ok", "bad\u0000term"])
+    with pytest.raises(ValueError):
+        await engine.load_vocabulary([])
+
+
+async def test_matched_terms_reported_in_finals(engine: Engine) -> None:
+    handle = await engine.load_vocabulary(["re", "he", "the"])
+    stream = engine.open_stream(StreamOptions(chunk_s=0.56, vocabulary=handle))
+    for i in range(4):
+        await stream.push(noise(30 + i, 0.56))
+    last = await stream.finish()
+    for final in last.finals:
+        words = {w.lower() for w in final.text.split()}
+        assert set(final.matched_terms) == {t for t in ("re", "he", "the") if t in words}
+    handle.release()
