@@ -20,8 +20,9 @@ import pytest
 import soundfile
 from websockets.asyncio.client import connect
 
-from backend.config import BUNDLED_MODEL_PATH, REPO_ROOT
-from backend.engine import Engine, EngineConfig, StreamOptions
+from backend.app import build_engine
+from backend.config import REPO_ROOT, Settings
+from backend.engine import StreamOptions
 from tests.support.server import ADMIN_PASSWORD, free_port, login, query
 
 pytestmark = pytest.mark.slow
@@ -53,7 +54,7 @@ def offline_finals(audio: np.ndarray, chunk_s: float) -> list[str]:
     """The engine's decode of the same audio, one stream, no server in between."""
 
     async def decode() -> list[str]:
-        engine = Engine(EngineConfig(model=str(BUNDLED_MODEL_PATH)))
+        engine = build_engine(Settings())  # the configuration `make run` uses
         await engine.start()
         try:
             stream = engine.open_stream(StreamOptions(chunk_s=chunk_s))

@@ -25,6 +25,7 @@ from backend.engine.nemo_pipelines import (
 )
 from backend.engine.steps import NO_BIASING, StepItem, StepOutput, make_frame
 from backend.engine.types import EngineConfig, Final, Word
+from biasing.multi_model import install_sparse_advance
 
 
 class StreamDecoder:
@@ -43,9 +44,10 @@ class StreamDecoder:
         for chunk_s in config.allowed_chunk_s:
             self._pipelines[(chunk_s, "greedy")] = build(config, self.wrapper, chunk_s)
         self.greedy_computer = self.wrapper.asr_model.decoding.decoding.decoding_computer
-        self.multi_model = self.greedy_computer.biasing_multi_model
-        if self.multi_model is None:
+        if self.greedy_computer.biasing_multi_model is None:
             raise RuntimeError("the model's greedy decoder has no per-stream biasing multi-model")
+        # One gather per advance instead of NeMo's batch x vocabulary work per back-off hop (same scores).
+        self.multi_model = install_sparse_advance(self.greedy_computer)
         with torch.inference_mode(False):  # its buffers are edited in place by add/remove_model later
             self.multi_model.to(self.wrapper.device)
         self._biasing: dict[int, tuple[int, int]] = {}  # stream id -> (model id, generation)

@@ -29,7 +29,9 @@ class RegistryBackend:
     def __init__(self, tokenizer: Any, multi_model: Any, alpha: float, cache_dir: Path | None) -> None:
         from biasing.registry import BiasingRegistry
 
-        self._registry = BiasingRegistry(tokenizer, cache_dir=cache_dir)
+        # Compiles run in a worker process: a 10,000-term compile in a thread of this process holds the GIL
+        # and stalls every stream's decode step (measured in bench/bench_registry.py).
+        self._registry = BiasingRegistry(tokenizer, cache_dir=cache_dir, compile_processes=1)
         self._multi_model = multi_model
         self._alpha = alpha
 

@@ -1,0 +1,338 @@
+"""Graph construction: phrases -> trie -> potentials, suffix links and arcs -> ``BoostingGraph`` arrays.
+
+Two builders share one array assembly:
+- the variative graph (CASE_INSENSITIVE and CHAR): a trie over case-folded characters, with an arc for every
+  vocabulary label whose folded surface spells a contiguous span of a phrase's chain;
+- the tree (CASE_SENSITIVE_TREE): a trie over the greedy token ids, scored exactly like NeMo 3.0.0's
+  ``ContextGraph`` + ``GPUBoostingTreeModel.from_context_graph`` (end states back off for free).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from biasing.graph import BoostingGraph, GraphMode, GraphParams
+from biasing.terms import Term, TermError, TermValidationError
+from biasing.tokenizer import SpanIndex, TokenizerAdapter, as_tokenizer, fold
+
+UNREPRESENTABLE = "cannot be represented by the model's tokenizer (it has characters the model cannot emit)"
+
+
+def phrase_score(num_tokens: int, weight: float, params: GraphParams) -> float:
+    """NeMo's ``ContextGraph`` total for a phrase of ``num_tokens`` greedy tokens, times the term weight."""
+    context, scaling = params.context_score, params.depth_scaling
+    total = context + sum(context * scaling + math.log(i + 1) for i in range(1, num_tokens))
+    return weight * total
+
+
+def cumulative_potentials(score: float, num_chars: int, tau: float) -> np.ndarray:
+    """Potential after each character: cumsum of ``score * exp((i+1)^tau) / sum_j exp((j+1)^tau)``."""
+    exponents = np.arange(1, num_chars + 1, dtype=np.float64) ** tau
+    shares = np.exp(exponents - exponents.max())
+    potentials = score * np.cumsum(shares) / shares.sum()
+    potentials[-1] = score  # exact at the phrase end, whatever the rounding
+    return potentials
+
+
+@dataclass
+class _Trie:
+    """A trie whose node ids are assigned in insertion order (a parent's id is below its children's).
+
+    Scores are not stored here: callers record (path, scores) and reduce them with a max afterwards.
+    """
+
+    children: list[dict[Hashable, int]] = field(default_factory=lambda: [{}])
+    parent: list[int] = field(default_factory=lambda: [0])
+    symbol: list[Hashable] = field(default_factory=lambda: [None])
+    depth: list[int] = field(default_factory=lambda: [0])
+    is_end: list[bool] = field(default_factory=lambda: [False])
+
+    def insert(self, symbols: Sequence[Hashable]) -> tuple[list[int], int]:
+        """Insert a path; returns its node ids (root first) and how many symbols already existed."""
+        children, node, path = self.children, 0, [0]
+        shared = 0
+        for sym in symbols:
+            nxt = children[node].get(sym)
+            if nxt is None:
+                break
+            node = nxt
+            path.append(node)
+            shared += 1
+        for depth in range(shared + 1, len(symbols) + 1):
+            nxt = len(self.parent)
+            children[node][symbols[depth - 1]] = nxt
+            children.append({})
+            self.parent.append(node)
+            self.symbol.append(symbols[depth - 1])
+            self.depth.append(depth)
+            self.is_end.append(False)
+            node = nxt
+            path.append(node)
+        self.is_end[node] = True
+        return path, shared
+
+    def lookup(self, symbols: Sequence[Hashable]) -> int | None:
+        node: int | None = 0
+        for sym in symbols:
+            node = self.children[node].get(sym)
+            if node is None:
+                return None
+        return node
+
+    def suffix_links(self, order: np.ndarray) -> np.ndarray:
+        """Aho-Corasick failure links (longest proper suffix that is a node), computed in depth order."""
+        fail = np.zeros(len(self.parent), dtype=np.int64)
+        children, parent, symbol = self.children, self.parent, self.symbol
+        for node in order.tolist():
+            up = parent[node]
+            if up == 0:
+                continue
+            sym, candidate = symbol[node], int(fail[up])
+            while True:
+                found = children[candidate].get(sym)
+                if found is not None:
+                    fail[node] = found
+                    break
+                if candidate == 0:
+                    break
+                candidate = int(fail[candidate])
+        return fail
+
+
+def _depth_levels(depth: np.ndarray) -> list[np.ndarray]:
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
+    return [order[bounds[d] : bounds[d + 1]] for d in range(1, len(bounds) - 1)]
+
+
+def _assemble(
+    trie: _Trie,
+    arcs: tuple[list[int], list[int], list[int]],
+    root_targets: np.ndarray,
+    potential: np.ndarray,
+    backoff_weight: np.ndarray,
+    fail: np.ndarray,
+    params: GraphParams,
+) -> BoostingGraph:
+    vocab_size = root_targets.shape[0]
+    depth = np.asarray(trie.depth, dtype=np.int64)
+    is_end = np.asarray(trie.is_end, dtype=bool)
+    arc_from = np.concatenate([np.zeros(vocab_size, dtype=np.int64), np.asarray(arcs[0], dtype=np.int64)])
+    arc_to = np.concatenate([root_targets, np.asarray(arcs[1], dtype=np.int64)])
+    arc_label = np.concatenate([np.arange(vocab_size, dtype=np.int64), np.asarray(arcs[2], dtype=np.int64)])
+    order = np.lexsort((arc_label, arc_from))
+    arc_from, arc_to, arc_label = arc_from[order], arc_to[order], arc_label[order]
+    num_states = len(trie.parent)
+    states = np.arange(num_states)
+    starts = np.searchsorted(arc_from, states, side="left")
+    ends = np.searchsorted(arc_from, states, side="right")
+    idx = np.int32 if max(num_states, arc_from.size + vocab_size) < np.iinfo(np.int32).max else np.int64
+    return BoostingGraph(
+        vocab_size=vocab_size,
+        max_order=int(depth.max()) + 1,
+        mode=params.mode,
+        arc_from=arc_from.astype(idx),
+        arc_to=arc_to.astype(idx),
+        arc_label=arc_label.astype(idx),
+        arc_weight=(potential[arc_to] - potential[arc_from]).astype(np.float32),
+        state_arcs_start=starts.astype(idx),
+        state_arcs_end=ends.astype(idx),
+        state_order=(depth + 1).astype(idx),
+        backoff_to=fail.astype(idx),
+        backoff_weight=backoff_weight.astype(np.float32),
+        final_weight=np.where(is_end, params.final_eos_score, 0.0).astype(np.float32),
+        potential=potential.astype(np.float32),
+        is_end=is_end,
+    )
+
+
+def _chain_arcs(
+    chain: str,
+    path: list[int],
+    shared: int,
+    reach: list[bool],
+    index: SpanIndex,
+    arcs: tuple[list, list, list],
+) -> bool:
+    """Add an arc (not from the root) for every label spelling a span of ``chain``; True if some label path
+    spells the whole chain. Spans within the first ``shared`` characters were added by the chains that created
+    those states, so only spans ending on a new state are visited (no duplicates, no set of seen arcs).
+    ``reach[node]`` (whether a node's prefix is spellable) is extended for the new states."""
+    froms, tos, labels = arcs
+    table, max_len = index.table, index.max_len
+    size = len(chain)
+    reachable = [reach[node] for node in path[: shared + 1]] + [False] * (size - shared)
+    for start in range(max(0, shared + 1 - max_len), size):
+        origin = path[start]
+        for end in range(max(start + 1, shared + 1), min(size, start + max_len) + 1):
+            found = table.get(chain[start:end])
+            if found is None:
+                break
+            if not found:
+                continue
+            if reachable[start]:
+                reachable[end] = True
+            if origin:
+                count = len(found)
+                froms.extend((origin,) * count)
+                tos.extend((path[end],) * count)
+                labels.extend(found)
+    reach.extend(reachable[shared + 1 :])
+    return reachable[size]
+
+
+def _root_targets_chars(trie: _Trie, adapter: TokenizerAdapter, single_chars_only: bool) -> np.ndarray:
+    """For each label: the longest suffix of its folded surface that is a state (the root if none)."""
+    targets = np.zeros(adapter.vocab_size, dtype=np.int64)
+    root_children = trie.children[0]
+    for label, surface in enumerate(adapter.surfaces):
+        if not surface or (single_chars_only and len(surface) != 1):
+            continue
+        folded = fold(surface)
+        for start in range(len(folded)):
+            if folded[start] in root_children:
+                node = trie.lookup(folded[start:])
+                if node is not None:
+                    targets[label] = node
+                    break
+    return targets
+
+
+def _bank_inner_matches(
+    levels: list[np.ndarray],
+    parent: np.ndarray,
+    depth: np.ndarray,
+    is_end: np.ndarray,
+    fail: np.ndarray,
+    potential: np.ndarray,
+    banked: np.ndarray,
+) -> None:
+    """Raise ``banked[s]`` to the best phrase completed strictly inside ``s`` (not only as its prefix) and not
+    lying wholly in the suffix ``fail[s]``, which keeps scoring it after the back-off (e.g. "york" inside a
+    failed "new york times"). Only states below such an inner match need the walk."""
+    out_link = np.zeros_like(fail)  # nearest complete phrase among the proper suffixes (0: none)
+    below_match = np.zeros(fail.shape, dtype=bool)
+    for level in levels:
+        suffix = fail[level]
+        out_link[level] = np.where(is_end[suffix], suffix, out_link[suffix])
+        below_match[level] = below_match[parent[level]] | (out_link[level] != 0)
+    for state in np.flatnonzero(below_match).tolist():
+        limit = depth[state] - depth[fail[state]]
+        best, node = banked[state], state
+        while node != 0:
+            match = out_link[node]
+            while match != 0:
+                if depth[node] - depth[match] < limit:
+                    best = max(best, potential[match])
+                match = out_link[match]
+            node = parent[node]
+        banked[state] = best
+
+
+def _max_per_node(num_states: int, nodes: list[int], values: np.ndarray) -> np.ndarray:
+    best = np.zeros(num_states, dtype=np.float64)
+    np.maximum.at(best, np.asarray(nodes, dtype=np.int64), values)
+    return best
+
+
+def _compile_variative(
+    terms: Sequence[Term], adapter: TokenizerAdapter, params: GraphParams
+) -> BoostingGraph:
+    single_chars_only = params.mode is GraphMode.CHAR
+    index = adapter.span_index(single_chars_only)
+    trie, reach = _Trie(), [True]
+    arcs: tuple[list[int], list[int], list[int]] = ([], [], [])
+    spellings = [
+        (position, text, term.weight)
+        for position, term in enumerate(terms)
+        for text in (term.text, *term.alternates)
+    ]
+    segmented = adapter.pieces_batch([fold(text) for _, text, _ in spellings])
+    nodes: list[int] = []
+    scores, lengths, errors = [], [], []
+    for (position, text, weight), pieces in zip(spellings, segmented, strict=True):
+        chain = fold("".join(pieces))
+        if not chain:
+            errors.append(TermError(position, text, "is empty after tokenization"))
+            continue
+        path, shared = trie.insert(chain)
+        if not _chain_arcs(chain, path, shared, reach, index, arcs):
+            errors.append(TermError(position, text, UNREPRESENTABLE))
+        nodes.extend(path[1:])
+        scores.append(phrase_score(len(pieces), weight, params))
+        lengths.append(len(chain))
+    if errors:
+        raise TermValidationError(errors)
+    shares = {n: cumulative_potentials(1.0, n, params.tau) for n in set(lengths)}
+    values = np.concatenate([shares[n] for n in lengths] or [np.zeros(0)]) * np.repeat(scores, lengths)
+    potential = _max_per_node(len(trie.parent), nodes, values)
+    depth = np.asarray(trie.depth, dtype=np.int64)
+    parent = np.asarray(trie.parent, dtype=np.int64)
+    is_end = np.asarray(trie.is_end, dtype=bool)
+    banked = np.zeros_like(potential)
+    levels = _depth_levels(depth) if len(depth) > 1 else []
+    for level in levels:  # shared prefixes take the max over their phrases; never decreasing along a path
+        potential[level] = np.maximum(potential[level], potential[parent[level]])
+        banked[level] = np.where(is_end[level], potential[level], banked[parent[level]])
+    fail = trie.suffix_links(np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64))
+    _bank_inner_matches(levels, parent, depth, is_end, fail, potential, banked)
+    backoff_weight = potential[fail] - potential + banked
+    backoff_weight[0] = 0.0
+    root_targets = _root_targets_chars(trie, adapter, single_chars_only)
+    return _assemble(trie, arcs, root_targets, potential, backoff_weight, fail, params)
+
+
+def _compile_tree(terms: Sequence[Term], adapter: TokenizerAdapter, params: GraphParams) -> BoostingGraph:
+    trie = _Trie()
+    spellings = [
+        (position, text, term.weight)
+        for position, term in enumerate(terms)
+        for text in (term.text, *term.alternates)
+    ]
+    nodes: list[int] = []
+    values: list[float] = []
+    errors = []
+    for (position, text, weight), ids in zip(
+        spellings, adapter.ids_batch([s[1] for s in spellings]), strict=True
+    ):
+        if not ids or not all(adapter.surfaces[i] for i in ids):
+            errors.append(TermError(position, text, UNREPRESENTABLE))
+            continue
+        path, _ = trie.insert(ids)
+        context = params.context_score * weight
+        nodes.extend(path[1:])
+        values.append(context)
+        values.extend(context * params.depth_scaling + math.log(i + 1) for i in range(1, len(ids)))
+    if errors:
+        raise TermValidationError(errors)
+    token_score = _max_per_node(len(trie.parent), nodes, np.asarray(values, dtype=np.float64))
+    depth = np.asarray(trie.depth, dtype=np.int64)
+    parent = np.asarray(trie.parent, dtype=np.int64)
+    is_end = np.asarray(trie.is_end, dtype=bool)
+    potential = np.zeros_like(token_score)
+    levels = _depth_levels(depth) if len(depth) > 1 else []
+    for level in levels:
+        potential[level] = potential[parent[level]] + token_score[level]
+    fail = trie.suffix_links(np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64))
+    backoff_weight = np.where(is_end, 0.0, potential[fail] - potential)
+    backoff_weight[0] = 0.0
+    children = [(up, node, trie.symbol[node]) for node, up in enumerate(trie.parent) if node != 0 and up != 0]
+    arcs = ([c[0] for c in children], [c[1] for c in children], [int(c[2]) for c in children])
+    root_targets = np.zeros(adapter.vocab_size, dtype=np.int64)
+    for label, node in trie.children[0].items():
+        root_targets[int(label)] = node
+    return _assemble(trie, arcs, root_targets, potential, backoff_weight, fail, params)
+
+
+def compile_graph(terms: Sequence[Any], tokenizer: Any, params: GraphParams = GraphParams()) -> BoostingGraph:
+    """Build the arrays for ``terms`` (``Term`` or str, already normalised) without validating them."""
+    adapter = as_tokenizer(tokenizer)
+    items = [Term(t) if isinstance(t, str) else t for t in terms]
+    if params.mode is GraphMode.CASE_SENSITIVE_TREE:
+        return _compile_tree(items, adapter, params)
+    return _compile_variative(items, adapter, params)

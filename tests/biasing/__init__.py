@@ -1,0 +1,1 @@
+"""Tests of the pure biasing library (issues 3 and 4)."""

@@ -1,0 +1,108 @@
+"""Independent reference scoring for the biasing tests: plain strings and brute force, no tries, no arrays."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import sentencepiece as spm
+import torch
+
+from biasing.nemo_compat import to_nemo_model
+
+BOUNDARY = "\u2581"
+WORDS = (  # the test tokenizers are trained on these, in all casings
+    "linezolid husqvarna metformin acme group new york times city the patient takes meeting about with and "
+    "review quarterly earnings nvidia aspirin zolpidem bank of america johnson wexford quintessa"
+).split()
+
+
+def lower1(text: str) -> str:
+    return "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+
+
+def surfaces(sp: spm.SentencePieceProcessor) -> list[str]:
+    """Folded surface of each label; "" for control/unknown/byte labels."""
+    out = []
+    for label in range(sp.get_piece_size()):
+        special = sp.is_control(label) or sp.is_unknown(label) or sp.is_byte(label) or sp.is_unused(label)
+        out.append("" if special else lower1(sp.id_to_piece(label)))
+    return out
+
+
+def nemo_score(tokens: int, cs: float = 1.0, ds: float = 2.0) -> float:
+    """NeMo ContextGraph: first token cs, token i>0 cs*ds + ln(i+1)."""
+    return cs + sum(cs * ds + math.log(i + 1) for i in range(1, tokens))
+
+
+class ReferenceScorer:
+    """The scoring contract of biasing/graph.py, evaluated by brute force over strings."""
+
+    def __init__(self, chains: Sequence[tuple[str, float]], tau: float) -> None:
+        self.chains = {chain for chain, _ in chains}
+        self.best: dict[str, float] = {}
+        for chain, score in chains:
+            top = len(chain) ** tau  # exp((i+1)^tau) scaled by exp(-top): same ratios, no overflow
+            shares = [math.exp((i + 1) ** tau - top) for i in range(len(chain))]
+            running = 0.0
+            for depth in range(1, len(chain) + 1):
+                running += score * shares[depth - 1] / sum(shares)
+                prefix = chain[:depth]
+                self.best[prefix] = max(self.best.get(prefix, 0.0), running)
+
+    def is_state(self, text: str) -> bool:
+        return text == "" or text in self.best
+
+    def pot(self, state: str) -> float:
+        return max((self.best[state[:d]] for d in range(1, len(state) + 1)), default=0.0)
+
+    def longest_suffix_state(self, text: str, proper: bool = False) -> str:
+        for start in range(1 if proper else 0, len(text) + 1):
+            if self.is_state(text[start:]):
+                return text[start:]
+        return ""
+
+    def banked(self, state: str) -> float:
+        limit = len(state) - len(self.longest_suffix_state(state, proper=True))
+        best = 0.0
+        for start in range(limit):
+            for end in range(start + 1, len(state) + 1):
+                if state[start:end] in self.chains:
+                    best = max(best, self.pot(state[start:end]))
+        return best
+
+    def totals(self, pieces: Sequence[str]) -> list[float]:
+        """Running total after each token (pieces are folded surfaces; "" = a label that matches nothing)."""
+        text, state, banked, out = "", "", 0.0, []
+        for piece in pieces:
+            chain_of_state = [state[k:] for k in range(len(state)) if self.is_state(state[k:])]
+            if piece:
+                text += piece
+                new_state = self.longest_suffix_state(text)
+            else:
+                text, new_state = "", ""
+            for suffix in chain_of_state:
+                if not piece or len(suffix) + len(piece) > len(new_state):
+                    banked += self.banked(suffix)
+            state = new_state
+            out.append(banked + self.pot(state))
+        return out
+
+
+def nemo_totals(graph, sequences: Sequence[Sequence[int]]) -> np.ndarray:
+    """Running totals of each label sequence, advanced through NeMo's own GPUBoostingTreeModel.advance."""
+    model = to_nemo_model(graph)
+    length = max(len(s) for s in sequences)
+    totals = np.zeros((len(sequences), length))
+    with torch.inference_mode():
+        states = model.get_init_states(len(sequences))
+        running = torch.zeros(len(sequences), dtype=torch.float64)
+        for step in range(length):
+            labels = torch.tensor([s[step] if step < len(s) else 0 for s in sequences])
+            scores, next_states = model.advance(states)
+            rows = torch.arange(len(sequences))
+            running += scores[rows, labels].double()
+            states = next_states[rows, labels]
+            totals[:, step] = running.numpy()
+    return totals
