@@ -1,0 +1,51 @@
+"""Export a training checkpoint (``ckpt.pt``) to a self-contained ``.nemo``, atomically.
+
+The new file is written next to the destination and renamed over it, so a good model is never left half
+written. Whisper weights are stored as float16 inside the file (see ``WhisperEncoder``).
+
+Usage::
+
+    python -m training.export --init training/work/init.nemo --ckpt training/work/run1/ckpt.pt \
+        --out models/captions-embedded.nemo
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from omegaconf import open_dict
+
+import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+from training.features import load_model
+from training.model import VALIDATION_DS
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--init", type=Path, required=True)
+    parser.add_argument("--ckpt", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    model = load_model(args.init)
+    ckpt = torch.load(args.ckpt, map_location="cpu")
+    model.load_state_dict(ckpt["model"])
+    if "validation_ds" not in model.cfg:  # models built before VALIDATION_DS existed
+        with open_dict(model.cfg):
+            model.cfg.validation_ds = VALIDATION_DS
+    tmp = args.out.with_name(args.out.name + ".tmp.nemo")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    model.save_to(str(tmp))
+    tmp.replace(args.out)
+    size_mb = args.out.stat().st_size / 1e6
+    print(
+        f"wrote {args.out} ({size_mb:.1f} MB) from step {ckpt['step']} ({ckpt['seen_s'] / 3600:.1f} audio-h)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""Train the RNNT head (frame projection, prediction network, joint) on cached Whisper encoder outputs.
+
+A plain, resumable CPU loop (no Lightning): batches of similar length, AdamW with warm-up, the vectorised
+RNNT loss of ``training/rnnt_loss.py``; every ``--eval-every`` steps greedy WER on the held-out caches; every
+``--save-every-s`` seconds one current checkpoint ``<work>/ckpt.pt`` (model + optimizer + step), overwritten.
+Stop it at any time and run it again with the same arguments: it resumes from ``ckpt.pt``.
+
+Usage::
+
+    python -m training.train --init training/work/init.nemo --train training/work/cache/train_full.pt \
+        --eval training/work/cache/test_festival_full.pt --work training/work/run1 --minutes 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import torch
+from nemo.collections.asr.metrics.wer import word_error_rate
+from tqdm import tqdm
+
+import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+from training.features import load_model
+from training.rnnt_loss import rnnt_loss
+
+
+def make_batches(items: list[dict], max_frames: int, rng: random.Random) -> list[list[int]]:
+    """Index batches of similar length with at most ``max_frames`` (padded 20 ms frames) each."""
+    order = sorted(range(len(items)), key=lambda i: items[i]["feats"].shape[0] + rng.random() * 20)
+    batches, cur, longest = [], [], 0
+    for i in order:
+        t = items[i]["feats"].shape[0]
+        if cur and max(longest, t) * (len(cur) + 1) > max_frames:
+            batches.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, t)
+    if cur:
+        batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(items: list[dict], idx: list[int], tokenizer) -> tuple[torch.Tensor, ...]:  # noqa: ANN001
+    feats = [items[i]["feats"].float() for i in idx]
+    lens = torch.tensor([f.shape[0] for f in feats])
+    x = torch.nn.utils.rnn.pad_sequence(feats, batch_first=True)
+    toks = [torch.tensor(tokenizer.text_to_ids(items[i]["text"])) for i in idx]
+    tlens = torch.tensor([t.numel() for t in toks])
+    y = torch.nn.utils.rnn.pad_sequence(toks, batch_first=True)
+    return x, lens, y, tlens
+
+
+def augment(x: torch.Tensor, lens: torch.Tensor, noise: float, masks: int, width: int = 10) -> torch.Tensor:
+    """Gaussian noise on the cached features plus ``masks`` zeroed time spans (<= ``width`` 20 ms frames)."""
+    if noise > 0:
+        x = x + torch.randn_like(x) * noise
+    if masks > 0:
+        t = torch.arange(x.shape[1])[None, :]
+        for _ in range(masks):
+            start = (torch.rand(x.shape[0]) * lens).long()[:, None]
+            span = torch.randint(1, width + 1, (x.shape[0], 1))
+            x = x.masked_fill(((t >= start) & (t < start + span))[..., None], 0.0)
+    return x
+
+
+def head_forward(model, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+    """Cached Whisper frames [B, T, D] -> encoder output [B, D_out, T'] and lengths (80 ms frames)."""
+    if model.training:
+        x = augment(x, lens, getattr(model, "_feat_noise", 0.0), getattr(model, "_time_masks", 0))
+    return model.encoder.head(x, lens)
+
+
+def batch_loss(model, x, lens, y, tlens) -> torch.Tensor:  # noqa: ANN001
+    enc, enc_len = head_forward(model, x, lens)
+    g, _, _ = model.decoder(targets=y, target_length=tlens)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=getattr(model, "_bf16_joint", False)):
+        logits = model.joint(encoder_outputs=enc, decoder_outputs=g)
+    losses = rnnt_loss(logits.float().log_softmax(-1), y, enc_len, tlens, blank=model.decoder.blank_idx)
+    return losses.sum() / tlens.sum()
+
+
+@torch.inference_mode()
+def evaluate(model, items: list[dict], batch_frames: int = 6000) -> tuple[float, list[str]]:  # noqa: ANN001
+    model.eval()
+    hyps, refs = [], []
+    for idx in make_batches(items, batch_frames, random.Random(0)):
+        x, lens, _, _ = collate(items, idx, model.tokenizer)
+        enc, enc_len = head_forward(model, x, lens)
+        out = model.decoding.rnnt_decoder_predictions_tensor(encoder_output=enc, encoded_lengths=enc_len)
+        hyps += [h.text for h in out]
+        refs += [items[i]["text"] for i in idx]
+    model.train()
+    model.encoder.eval()
+    return word_error_rate(hyps, refs), hyps[:3] + refs[:3]
+
+
+def lr_at(step: int, peak: float, warmup: int, total: int) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    frac = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--init", type=Path, required=True, help=".nemo with the Whisper encoder + fresh head"
+    )
+    parser.add_argument("--train", type=Path, nargs="+", required=True)
+    parser.add_argument("--eval", type=Path, nargs="*", default=[])
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--minutes", type=float, default=100.0, help="stop after this much wall time")
+    parser.add_argument("--steps", type=int, default=20000, help="schedule length (cosine decay)")
+    parser.add_argument("--lr", type=float, default=1.5e-3)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--batch-frames", type=int, default=9000)
+    parser.add_argument("--feat-noise", type=float, default=0.05)
+    parser.add_argument(
+        "--warm-start", type=Path, default=None, help="ckpt.pt of a smaller model to start from"
+    )
+    parser.add_argument(
+        "--bf16-joint", action="store_true", help="joint in bfloat16 (~1.7x faster on AVX512-BF16)"
+    )
+    parser.add_argument("--time-masks", type=int, default=0, help="zeroed spans per utterance (<= 200 ms)")
+    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--save-every-s", type=float, default=300.0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    args.work.mkdir(parents=True, exist_ok=True)
+    model = load_model(args.init)
+    model._feat_noise = args.feat_noise
+    model._bf16_joint = args.bf16_joint
+    model._time_masks = args.time_masks
+    for p in model.encoder.parameters():
+        p.requires_grad_(False)
+    for p in [*model.encoder.proj.parameters(), *model.encoder.top.parameters()]:
+        p.requires_grad_(True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=1e-3)
+    ckpt_path, step, seen_s = args.work / "ckpt.pt", 0, 0.0
+    if ckpt_path.exists():
+        ckpt = torch.load(ckpt_path, map_location="cpu")
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["opt"])
+        step, seen_s = ckpt["step"], ckpt["seen_s"]
+        print(f"resumed from {ckpt_path} at step {step}")
+    elif args.warm_start:
+        state = torch.load(args.warm_start, map_location="cpu")["model"]
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if unexpected or any(not k.startswith("encoder.top.") for k in missing):
+            raise RuntimeError(f"warm start does not fit: missing={missing} unexpected={unexpected}")
+        print(f"warm start from {args.warm_start}; new: {sorted({k.split('.')[2] for k in missing})}")
+    train = [it for p in args.train for it in torch.load(p)]
+    evals = {p.stem: torch.load(p) for p in args.eval}
+    print(
+        f"train {len(train)} utterances, {sum(i['duration'] for i in train) / 3600:.2f} h; "
+        f"trainable {sum(p.numel() for p in params) / 1e6:.2f} M"
+    )
+    model.train()
+    model.encoder.eval()
+    log = (args.work / "log.jsonl").open("a")
+    start, last_save = time.time(), time.time()
+    rng = random.Random(step)
+    bar = tqdm(initial=step, total=args.steps, desc="train")
+    done = False
+    while not done:
+        for idx in make_batches(train, args.batch_frames, rng):
+            x, lens, y, tlens = collate(train, idx, model.tokenizer)
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, args.lr, args.warmup, args.steps)
+            loss = batch_loss(model, x, lens, y, tlens)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            step += 1
+            seen_s += sum(train[i]["duration"] for i in idx)
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", h=f"{seen_s / 3600:.1f}")
+            record = {
+                "step": step,
+                "loss": round(loss.item(), 4),
+                "seen_h": round(seen_s / 3600, 3),
+                "wall_s": round(time.time() - start, 1),
+            }
+            if step % args.eval_every == 0:
+                for name, items in evals.items():
+                    wer, sample = evaluate(model, items)
+                    record[f"wer_{name}"] = round(wer, 4)
+                    tqdm.write(f"step {step} {name} WER {wer:.3f} | {sample[0]!r} <- {sample[3]!r}")
+            if step % 10 == 0 or len(record) > 4:
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+            stop = time.time() - start > args.minutes * 60 or step >= args.steps
+            if time.time() - last_save > args.save_every_s or stop:
+                tmp = ckpt_path.with_suffix(".tmp")
+                model.encoder.half_precision_state = False  # full precision in the resume checkpoint
+                torch.save(
+                    {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seen_s": seen_s},
+                    tmp,
+                )
+                model.encoder.half_precision_state = True
+                tmp.replace(ckpt_path)
+                last_save = time.time()
+            if stop:
+                done = True
+                break
+    bar.close()
+    print(f"stopped at step {step}; checkpoint {ckpt_path}")
+
+
+if __name__ == "__main__":
+    main()
