@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,12 +18,12 @@ from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, live, meetings, users, vocabularies
-from backend.api.errors import ApiError, api_error_handler, http_error_handler
+from backend.api.errors import ApiError, api_error_handler, engine_unavailable_handler, http_error_handler
 from backend.config import REPO_ROOT, Settings, get_settings
 from backend.db.session import Database
 from backend.logs import configure_logging, get_logger
 from backend.security import LoginRateLimiter, SessionCodec
-from backend.services import Services, ensure_admin, secret_key
+from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
 from backend.ws import websocket_endpoint
 from biasing.terms import TermLimits
 
@@ -124,6 +125,15 @@ def build_engine(settings: Settings) -> Any:
     )
 
 
+async def _start_engine(engine: Any) -> None:
+    try:
+        await engine.start()
+    except Exception:
+        log.exception("engine_start_failed")  # /readyz stays 503 and says "engine": false
+        raise
+    log.info("engine_ready")
+
+
 def create_app(settings: Settings | None = None, engine: Any = None) -> Starlette:
     """The application. ``engine`` defaults to the real NeMo engine; tests may pass a double."""
     settings = settings or get_settings()
@@ -134,8 +144,7 @@ def create_app(settings: Settings | None = None, engine: Any = None) -> Starlett
         db = Database(settings.database_url)
         await ensure_admin(settings, db)
         asr = engine if engine is not None else build_engine(settings)
-        await asr.start()
-        app.state.services = Services(
+        app.state.services = services = Services(
             settings=settings,
             db=db,
             engine=asr,
@@ -143,10 +152,15 @@ def create_app(settings: Settings | None = None, engine: Any = None) -> Starlett
             login_limiter=LoginRateLimiter(settings.login_max_failures, settings.login_window_s),
             term_limits=TermLimits(max_terms=settings.max_terms_per_vocabulary),
         )
+        # The model loads in the background: /healthz answers at once, /readyz once the engine is warm.
+        services.engine_startup = asyncio.create_task(_start_engine(asr), name="engine-start")
         log.info("service_started", host=settings.host, port=settings.port, model=settings.model)
         try:
             yield
         finally:
+            if not services.engine_startup.done():
+                services.engine_startup.cancel()
+            await asyncio.gather(services.engine_startup, return_exceptions=True)
             if not app.state.services.hub.draining:
                 await app.state.services.hub.drain(settings.drain_timeout_s)
             await asr.stop()
@@ -169,5 +183,9 @@ def create_app(settings: Settings | None = None, engine: Any = None) -> Starlett
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={ApiError: api_error_handler, HTTPException: http_error_handler},
+        exception_handlers={
+            ApiError: api_error_handler,
+            HTTPException: http_error_handler,
+            EngineUnavailable: engine_unavailable_handler,
+        },
     )

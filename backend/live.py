@@ -104,6 +104,7 @@ class LiveHub:
         """Compile and register a vocabulary in the decoder (None for an empty one)."""
         if not vocabulary.entries:
             return None
+        await self._svc.engine_started()
         return await self._svc.engine.load_vocabulary(vocabulary.bias_terms())
 
     async def apply_vocabulary(self, meeting_id: int) -> LiveMeeting | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,10 @@ from biasing.terms import TermLimits
 log = get_logger(__name__)
 
 
+class EngineUnavailable(RuntimeError):
+    """The decoder could not be started."""
+
+
 @dataclass
 class Services:
     """Owned by the app; ``engine`` is the batched decoder (or a test double with the same API)."""
@@ -33,9 +38,18 @@ class Services:
     term_limits: TermLimits
     metrics: Metrics = field(default_factory=Metrics)
     hub: LiveHub = field(init=False)
+    engine_startup: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         self.hub = LiveHub(self)
+
+    async def engine_started(self) -> None:
+        """Wait for the model to be loaded and warm; EngineUnavailable if it failed to start."""
+        if self.engine_startup is not None:
+            try:
+                await asyncio.shield(self.engine_startup)
+            except Exception as exc:
+                raise EngineUnavailable("the speech model failed to load; see the service log") from exc
 
     @property
     def tokenizer(self) -> Any:

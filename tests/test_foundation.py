@@ -9,11 +9,15 @@ import pytest
 import sqlalchemy as sa
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import create_async_engine
+from starlette.testclient import TestClient
 
+from backend.app import create_app
 from backend.cli import build_parser
 from backend.config import Settings
 from backend.db.migrate import downgrade, upgrade
 from backend.db.models import Base
+from tests.support.fake_engine import FakeEngine
+from tests.support.server import ADMIN_PASSWORD
 
 
 def test_settings_read_prefixed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,3 +94,21 @@ def test_healthz_readyz_and_placeholder_page(client) -> None:
     page = client.get("/")
     assert page.status_code == 200
     assert "<title>" in page.text.lower() or "<html" in page.text.lower()
+
+
+class BrokenEngine(FakeEngine):
+    async def start(self) -> None:
+        raise RuntimeError("model file is corrupt")
+
+
+def test_a_model_that_fails_to_load_keeps_liveness_but_not_readiness(settings: Settings) -> None:
+    with TestClient(create_app(settings, engine=BrokenEngine())) as client:
+        assert client.get("/healthz").status_code == 200
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["engine"] is False
+        login = client.post("/api/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD})
+        client.headers["x-csrf-token"] = login.json()["csrf_token"]
+        vocab = client.post("/api/vocabularies", json={"name": "v"}).json()["vocabulary"]
+        refused = client.post(f"/api/vocabularies/{vocab['id']}/terms", json={"terms": ["linezolid"]})
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "engine_unavailable"

@@ -65,3 +65,7 @@ def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], requir
     if not isinstance(value, kind):
         raise ApiError(422, "invalid", f"{name}: wrong type", [{"field": name, "reason": "type"}])
     return value
+
+
+async def engine_unavailable_handler(_request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"error": {"code": "engine_unavailable", "message": str(exc)}}, status_code=503)

@@ -83,8 +83,9 @@ def _term_row(term: ValidTerm, raw_text: str) -> Term:
     )
 
 
-def _check(request: Request, inputs: list[tuple[int, TermInput]], existing: set[str]) -> Any:
+async def _check(request: Request, inputs: list[tuple[int, TermInput]], existing: set[str]) -> Any:
     svc = services(request)
+    await svc.engine_started()  # the tokenizer decides which terms can be boosted
     return validate_terms(inputs, svc.term_limits, svc.tokenizer, existing)
 
 
@@ -190,7 +191,7 @@ async def add_terms(request: Request) -> JSONResponse:
     parsed, errors = parse_term_items(body.get("terms"))
     async with services(request).db.session() as db:
         vocab = await load_vocabulary(db, path_int(request, "vocab_id"), principal, write=True)
-        valid, bad = _check(request, parsed, {t.normalized for t in vocab.terms})
+        valid, bad = await _check(request, parsed, {t.normalized for t in vocab.terms})
         errors += bad
         _check_size(request, len(vocab.terms) + len(valid))
         if errors:
@@ -236,7 +237,7 @@ async def update_term(request: Request) -> JSONResponse:
             "alternates": row.alternates,
         } | {k: v for k, v in body.items() if k in {"text", "weight", "display", "alternates"}}
         parsed, errors = parse_term_items([merged])
-        valid, bad = _check(request, parsed, {t.normalized for t in vocab.terms if t.id != term_id})
+        valid, bad = await _check(request, parsed, {t.normalized for t in vocab.terms if t.id != term_id})
         if errors or bad:
             raise ApiError(422, "invalid_terms", "term rejected", [e.as_dict("index") for e in errors + bad])
         term = valid[0][1]
@@ -290,7 +291,7 @@ async def import_terms(request: Request) -> JSONResponse:
     rows, errors = parse_import(fmt, field(body, "content", str))
     async with services(request).db.session() as db:
         vocab = await load_vocabulary(db, path_int(request, "vocab_id"), principal, write=True)
-        valid, bad = _check(request, rows, {t.normalized for t in vocab.terms})
+        valid, bad = await _check(request, rows, {t.normalized for t in vocab.terms})
         _check_size(request, len(vocab.terms) + len(valid))
         texts = dict(rows)
         for line, term in valid:
