@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     user.add_argument("username")
     user.add_argument("--role", choices=["admin", "member"], default="member")
     user.set_defaults(func=_create_user)
+    from eval.__main__ import add_subcommands as add_eval_subcommands
+
+    evaluation = sub.add_parser("eval", help="contextual-biasing evaluation (docs/eval.md)")
+    add_eval_subcommands(evaluation.add_subparsers(dest="eval_command", required=True))
     return parser
 
 

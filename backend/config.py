@@ -74,7 +74,11 @@ class Settings(BaseSettings):
     engine_right_context_s: float = Field(
         0.56, ge=0, description="Look-ahead after each chunk for buffered models, s: accuracy for latency."
     )
-    biasing_alpha: float = Field(1.0, ge=0, description="Weight of the vocabulary boosting scores.")
+    biasing_alpha: float = Field(
+        2.0,
+        ge=0,
+        description="Weight of the vocabulary boosting scores (2.0: best F without WER loss, docs/eval.md).",
+    )
 
     @field_validator("log_level")
     @classmethod

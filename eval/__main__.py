@@ -1,0 +1,206 @@
+"""``python -m eval``: build the contextual test set, run the biasing sweep over a manifest, merge results.
+
+Examples::
+
+    python -m eval make-set --out var/eval/set --seed 0 --n 120
+    python -m eval run --manifest var/eval/set/manifest.json --model models/captions-embedded.nemo \
+        --biasing none,local,global,full --casing lower,cased,insensitive --decoding greedy,beam \
+        --chunk 1.12 --tau 0.5 --alpha 1.0 --out var/eval/run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_TRAIN_TEXT = Path("training/work/text/train.txt")
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _words(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def make_set(args: argparse.Namespace) -> int:
+    from eval.dataset import write_set
+    from eval.generate import build_set, rare_words_in
+    from eval.sources import load_pools, training_vocabulary
+
+    train_text: Path | None = args.train_text
+    if train_text is None and DEFAULT_TRAIN_TEXT.is_file():
+        train_text = DEFAULT_TRAIN_TEXT
+    vocabulary = training_vocabulary(train_text) if train_text is not None else set()
+    pools = load_pools().without(vocabulary)
+    context_set = build_set(args.n, args.seed, pools, tuple(_words(args.voices)))
+    leaked = rare_words_in(context_set, vocabulary)
+    if leaked:
+        raise SystemExit(f"rare terms found in the training text: {leaked}")
+    if args.dry_run:
+        print(json.dumps(context_set.to_json(), indent=1))
+        return 0
+    manifest = write_set(context_set, args.out, train_text)
+    audio_s = sum(json.loads(line)["duration"] for line in manifest.read_text().splitlines())
+    print(
+        f"{manifest}: {len(context_set.utterances)} utterances, {audio_s / 60:.1f} min of audio, "
+        f"{len(context_set.terms)} terms, {len(context_set.lists)} lists "
+        f"(training text checked: {train_text or 'none given'})"
+    )
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    from tqdm import tqdm
+
+    from backend.engine import EngineConfig
+    from eval.dataset import load_set
+    from eval.report import plot, table, to_row, write_outputs
+    from eval.runner import expand_configs, run_sweep
+
+    torch.set_num_threads(args.threads)
+    eval_set = load_set(args.manifest, args.lists, args.limit)
+    configs = expand_configs(
+        _words(args.biasing),
+        _words(args.casing),
+        _words(args.decoding),
+        _floats(args.chunk),
+        _floats(args.tau),
+        _floats(args.alpha),
+    )
+    base = EngineConfig(
+        model=str(args.model),
+        torch_threads=args.threads,
+        max_batch_streams=args.max_batch_streams,
+        max_wait_ms=args.max_wait_ms,
+        beam_size=args.beam_size,
+        left_context_s=args.left_context,
+        right_context_s=args.right_context,
+    )
+    audio_s = sum(item.duration_s for item in eval_set.items)
+    print(f"{len(eval_set.items)} utterances ({audio_s / 60:.1f} min), {len(configs)} configurations")
+    started = time.monotonic()
+    with tqdm(total=round(audio_s * len(configs), 1), unit="audio s", desc="decoding") as bar:
+
+        def advance(seconds: float) -> None:  # manifest durations are rounded: never overshoot the total
+            bar.update(min(seconds, bar.total - bar.n))
+
+        outputs = asyncio.run(
+            run_sweep(base, eval_set, configs, progress=advance, on_group=bar.set_postfix_str)
+        )
+    rows = [to_row(output, eval_set) for output in outputs]
+    meta = {
+        "manifest": str(args.manifest),
+        "model": str(args.model),
+        "utterances": len(eval_set.items),
+        "audio_s": audio_s,
+        "threads": args.threads,
+        "max_batch_streams": args.max_batch_streams,
+        "beam_size": args.beam_size,
+        "left_context_s": args.left_context,
+        "right_context_s": args.right_context,
+        "wall_s": time.monotonic() - started,
+        "argv": sys.argv[1:],
+        "model_sha256": hashlib.sha256(args.model.read_bytes()).hexdigest(),
+        "model_mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(args.model.stat().st_mtime)),
+    }
+    write_outputs(rows, outputs, eval_set, args.out, meta)
+    plot_path = args.plot or args.out / "wer_vs_f.png"
+    plot(
+        rows, plot_path, f"{Path(args.model).name}: {len(eval_set.items)} utterances, {audio_s / 60:.1f} min"
+    )
+    print(table(rows))
+    print(f"wrote {args.out}/results.csv, results.json, hyps/ and {plot_path}")
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from eval.report import Row, plot, table
+
+    rows = []
+    for result_dir in args.results:
+        payload = json.loads((result_dir / "results.json").read_text(encoding="utf-8"))
+        rows += [Row(**row) for row in payload["results"]]
+    order = {mode: i for i, mode in enumerate(("none", "local", "global", "full"))}
+    casing = {c: i for i, c in enumerate(("-", "lower", "cased", "insensitive"))}
+    rows.sort(key=lambda r: (r.chunk_s, r.decoding != "greedy", order[r.biasing], casing[r.casing], r.config))
+    print(table(rows))
+    if args.plot is not None:
+        plot(rows, args.plot, args.title)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``eval`` argument parser (also mountable as ``captions eval``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_subcommands(parser.add_subparsers(dest="eval_command", required=True))
+    return parser
+
+
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
+    """Add ``make-set`` and ``run`` to a subparsers object; each sets ``func``."""
+    make = sub.add_parser("make-set", help="generate the contextual test set (text, lists, festival audio)")
+    make.add_argument("--out", type=Path, required=True, help="output directory")
+    make.add_argument("--seed", type=int, default=0)
+    make.add_argument("--n", type=int, default=120, help="utterances (half earnings, half clinical)")
+    make.add_argument(
+        "--train-text",
+        type=Path,
+        default=None,
+        help=f"model training text; terms with a word in it are excluded (default: "
+        f"{DEFAULT_TRAIN_TEXT} if it exists)",
+    )
+    make.add_argument(
+        "--voices",
+        default="kal_diphone,cmu_us_slt_arctic_hts,ked_diphone",
+        help="festival voices (held out: the bundled model never heard festival)",
+    )
+    make.add_argument("--dry-run", action="store_true", help="print the set as JSON; no audio")
+    make.set_defaults(func=make_set)
+    r = sub.add_parser("run", help="decode a manifest for every configuration and score it")
+    r.add_argument("--manifest", type=Path, required=True)
+    r.add_argument("--lists", type=Path, default=None, help="lists.json (default: next to the manifest)")
+    r.add_argument("--model", type=Path, required=True, help=".nemo Transducer")
+    r.add_argument("--biasing", default="none,local,global,full", help="none,local,global,full")
+    r.add_argument("--casing", default="lower,cased,insensitive", help="lower,cased,insensitive")
+    r.add_argument("--decoding", default="greedy", help="greedy,beam")
+    r.add_argument("--chunk", default="1.12", help="chunk seconds, e.g. 0.56,1.12")
+    r.add_argument("--tau", default="0.5", help="potential spreading of the case-insensitive graph")
+    r.add_argument("--alpha", default="1.0", help="biasing weight(s)")
+    r.add_argument("--limit", type=int, default=None, help="only the first N utterances")
+    r.add_argument("--threads", type=int, default=1, help="torch threads of the decode thread")
+    r.add_argument("--max-batch-streams", type=int, default=64)
+    r.add_argument("--max-wait-ms", type=float, default=20.0)
+    r.add_argument("--beam-size", type=int, default=4)
+    r.add_argument(
+        "--left-context", type=float, default=2.0, help="s re-encoded before each chunk (server: 2.0)"
+    )
+    r.add_argument("--right-context", type=float, default=0.56, help="s of look-ahead (server default: 0.56)")
+    r.add_argument("--out", type=Path, default=Path("var/eval/run"), help="results directory")
+    r.add_argument("--plot", type=Path, default=None, help="PNG path (default: OUT/wer_vs_f.png)")
+    r.set_defaults(func=run)
+    rep = sub.add_parser("report", help="one table (and plot) from several `run` result directories")
+    rep.add_argument("results", type=Path, nargs="+", help="directories holding results.json")
+    rep.add_argument("--plot", type=Path, default=None, help="PNG path")
+    rep.add_argument("--title", default="WER vs keyword F-score", help="plot title")
+    rep.set_defaults(func=report)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Results of a sweep: rows, a text table, CSV, JSON, per-configuration hypothesis manifests and a plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from eval.dataset import EvalSet
+from eval.metrics import score
+from eval.runner import RunOutput
+
+COLUMNS = (
+    "config",
+    "biasing",
+    "casing",
+    "decoding",
+    "chunk_s",
+    "tau",
+    "alpha",
+    "precision",
+    "recall",
+    "fscore",
+    "fscore_cased",
+    "wer",
+    "rtfx",
+    "vocab_s",
+    "utterances",
+    "skipped",
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration's results; percentages are 0-100, NaN where the configuration was skipped."""
+
+    config: str
+    biasing: str
+    casing: str
+    decoding: str
+    chunk_s: float
+    tau: float | None
+    alpha: float | None
+    precision: float
+    recall: float
+    fscore: float
+    fscore_cased: float
+    wer: float
+    rtfx: float
+    vocab_s: float
+    utterances: int
+    skipped: str | None
+
+
+def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
+    """Score one configuration's hypotheses against the set's references and keywords."""
+    config = output.config
+    base = dict(
+        config=config.name,
+        biasing=config.biasing,
+        casing=config.casing or "-",
+        decoding=config.decoding,
+        chunk_s=config.chunk_s,
+        tau=config.tau,
+        alpha=config.alpha,
+    )
+    if output.skipped is not None:
+        nan = math.nan
+        return Row(
+            **base,
+            precision=nan,
+            recall=nan,
+            fscore=nan,
+            fscore_cased=nan,
+            wer=nan,
+            rtfx=nan,
+            vocab_s=nan,
+            utterances=0,
+            skipped=output.skipped,
+        )
+    refs = [item.text for item in eval_set.items]
+    scores = score(refs, list(output.hyps), eval_set.keywords("display"))
+    return Row(
+        **base,
+        precision=100 * scores.lower.precision,
+        recall=100 * scores.lower.recall,
+        fscore=100 * scores.lower.fscore,
+        fscore_cased=100 * scores.cased.fscore,
+        wer=100 * scores.wer,
+        rtfx=output.rtfx,
+        vocab_s=output.vocab_wall_s,
+        utterances=len(output.hyps),
+        skipped=None,
+    )
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return (
+            "n/a"
+            if math.isnan(value)
+            else f"{value:.1f}"
+            if abs(value) >= 0.1 or value == 0
+            else f"{value:.2g}"
+        )
+    return str(value)
+
+
+def table(rows: Sequence[Row]) -> str:
+    """A Markdown table (readable as plain text too)."""
+    cols = ("config", "precision", "recall", "fscore", "fscore_cased", "wer", "rtfx", "vocab_s")
+    heads = ("configuration", "P", "R", "F", "F cased", "WER %", "RTFx", "lists s")
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
+    for row in rows:
+        values = asdict(row)
+        cells = [_cell(values[c]) for c in cols]
+        if row.skipped:
+            cells = [row.config, f"skipped: {row.skipped}"] + [""] * (len(cols) - 2)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
+
+
+def write_outputs(
+    rows: Sequence[Row], outputs: Sequence[RunOutput], eval_set: EvalSet, out_dir: Path, meta: dict[str, Any]
+) -> None:
+    """results.csv, results.json (rows + run metadata) and hyps/<config>.json (NeMo manifests, pred_text)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / "results.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(asdict(row))
+    payload = {"meta": meta, "results": [asdict(r) for r in rows]}
+    (out_dir / "results.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    hyp_dir = out_dir / "hyps"
+    hyp_dir.mkdir(exist_ok=True)
+    for output in outputs:
+        if output.skipped is not None:
+            continue
+        lines = [
+            json.dumps(
+                {
+                    "audio_filepath": str(item.audio_path),
+                    "text": item.text,
+                    "pred_text": hyp,
+                    "utt_id": item.utt_id,
+                }
+            )
+            for item, hyp in zip(eval_set.items, output.hyps, strict=True)
+        ]
+        (hyp_dir / f"{_safe(output.config.name)}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+COLOURS = {"none": "black", "local": "tab:green", "global": "tab:blue", "full": "tab:red"}
+MARKERS = {"-": "o", "lower": "v", "cased": "s", "insensitive": "D"}
+
+
+def plot(rows: Sequence[Row], path: Path, title: str) -> None:
+    """WER (x) against keyword F-score (y), one point per configuration: colour = list, marker = casing,
+    hollow = beam."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for row in rows:
+        if row.skipped or math.isnan(row.fscore):
+            continue
+        colour = COLOURS.get(row.biasing, "grey")
+        beam = row.decoding == "beam"
+        ax.scatter(
+            row.wer,
+            row.fscore,
+            c="none" if beam else colour,
+            edgecolors=colour,
+            marker=MARKERS.get(row.casing, "o"),
+            s=46 if row.chunk_s >= 1 else 26,
+            linewidths=1.2,
+        )
+    handles = [plt.Line2D([], [], color=c, marker="o", ls="", label=k) for k, c in COLOURS.items()]
+    handles += [
+        plt.Line2D([], [], color="grey", marker=m, ls="", label=f"casing {k}")
+        for k, m in MARKERS.items()
+        if k != "-"
+    ]
+    handles.append(plt.Line2D([], [], color="grey", marker="o", mfc="none", ls="", label="beam (hollow)"))
+    ax.legend(handles=handles, fontsize=7, loc="best")
+    ax.set_xlabel("WER, % (lower is better)")
+    ax.set_ylabel("keyword F-score, % (higher is better)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

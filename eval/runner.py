@@ -1,0 +1,291 @@
+"""Decode an evaluation set with the streaming engine, as the server does, for a sweep of configurations.
+
+Every utterance is one engine stream: its audio is pushed in exact chunks (the last one zero-padded, as a
+client pads it), all utterances run concurrently so the engine batches them, and each stream carries its own
+vocabulary handle (local: one per utterance; global: one per call/patient, shared by reference; full: one for
+all). Vocabularies are registered before the streams start (the paper's "decoder cache" level), so RTFx is
+decoding speed only; compile + registration time is reported apart.
+
+Graph mode and tau are not engine settings (``EngineConfig`` has ``biasing_alpha`` only and the engine always
+compiles the default case-insensitive graph), so ``GraphEngine`` installs a registry with the chosen
+``GraphParams`` after start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from backend.engine import Engine, EngineConfig, StreamOptions, VocabularyHandle
+from biasing.graph import GraphMode, GraphParams
+from eval.dataset import EvalItem, EvalSet
+
+BIASING_MODES = ("none", "local", "global", "full")
+CASINGS = {  # list casing -> (list strings, graph mode)
+    "lower": ("typed", GraphMode.CASE_SENSITIVE_TREE),
+    "cased": ("display", GraphMode.CASE_SENSITIVE_TREE),
+    "insensitive": ("typed", GraphMode.CASE_INSENSITIVE),
+}
+SAMPLE_RATE_HZ = 16000
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One point of the sweep. ``casing``/``alpha`` are None without biasing; ``tau`` is None unless the
+    graph is the case-insensitive one (the tree ignores it)."""
+
+    biasing: str
+    casing: str | None
+    decoding: str
+    chunk_s: float
+    tau: float | None
+    alpha: float | None
+
+    @property
+    def name(self) -> str:
+        parts = [self.biasing]
+        if self.casing is not None:
+            parts.append(self.casing)
+        parts += [self.decoding, f"{self.chunk_s:g}s"]
+        if self.tau is not None:
+            parts.append(f"tau={self.tau:g}")
+        if self.alpha is not None:
+            parts.append(f"alpha={self.alpha:g}")
+        return "/".join(parts)
+
+    def graph_params(self) -> GraphParams:
+        mode = CASINGS[self.casing][1] if self.casing is not None else GraphMode.CASE_SENSITIVE_TREE
+        return GraphParams(mode=mode, tau=self.tau if self.tau is not None else GraphParams().tau)
+
+    def engine_key(self) -> tuple[Any, ...]:
+        """Configurations with the same key share one engine (same graph parameters and alpha)."""
+        if self.biasing == "none":
+            return ()
+        params = self.graph_params()
+        return (params.mode.value, params.tau, self.alpha)
+
+
+def expand_configs(
+    biasing: Sequence[str],
+    casings: Sequence[str],
+    decodings: Sequence[str],
+    chunks_s: Sequence[float],
+    taus: Sequence[float],
+    alphas: Sequence[float],
+) -> list[RunConfig]:
+    """The distinct configurations of a sweep (no duplicates for parameters that do not apply)."""
+    for mode in biasing:
+        if mode not in BIASING_MODES:
+            raise ValueError(f"biasing must be among {BIASING_MODES}, got {mode!r}")
+    for casing in casings:
+        if casing not in CASINGS:
+            raise ValueError(f"casing must be among {tuple(CASINGS)}, got {casing!r}")
+    configs: list[RunConfig] = []
+    for chunk_s in chunks_s:
+        for decoding in decodings:
+            for mode in biasing:
+                if mode == "none":
+                    configs.append(RunConfig(mode, None, decoding, chunk_s, None, None))
+                    continue
+                for casing in casings:
+                    tree = CASINGS[casing][1] is GraphMode.CASE_SENSITIVE_TREE
+                    for tau in [None] if tree else taus:
+                        for alpha in alphas:
+                            configs.append(RunConfig(mode, casing, decoding, chunk_s, tau, alpha))
+    return list(dict.fromkeys(configs))
+
+
+class GraphEngine(Engine):
+    """The engine with a chosen graph mode and tau: an adapter until ``EngineConfig`` can say so.
+
+    The engine (``backend/engine/vocabulary.py``, ``RegistryBackend``) builds ``biasing.registry.
+    BiasingRegistry(tokenizer)`` with default ``GraphParams``; this swaps in a registry with ``params`` right
+    after start-up (before any vocabulary exists) and fails loudly if those internals have moved, rather than
+    silently measuring the default graph.
+    """
+
+    def __init__(self, config: EngineConfig, params: GraphParams) -> None:
+        super().__init__(config)
+        self._graph_params = params
+
+    async def start(self) -> None:
+        from biasing.registry import BiasingRegistry
+
+        await super().start()
+        backend = getattr(self, "_vocabularies", None)
+        registry = getattr(backend, "_registry", None)
+        if not isinstance(registry, BiasingRegistry):
+            await self.stop()
+            raise RuntimeError("the engine's vocabulary backend changed: update eval.runner.GraphEngine")
+        backend._registry = BiasingRegistry(self._loaded_decoder().tokenizer, params=self._graph_params)
+
+    def check_compiled_with_params(self, handle: VocabularyHandle) -> None:
+        """RuntimeError unless ``handle`` was keyed (hence compiled) with this engine's graph parameters."""
+        from biasing.registry import BiasingRegistry
+
+        expected = BiasingRegistry(self._loaded_decoder().tokenizer, params=self._graph_params)
+        if handle.registration().key != expected.key_for(handle.terms):
+            raise RuntimeError("the engine compiled a vocabulary without the requested graph parameters")
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Hypotheses (in item order) and timings of one configuration; ``skipped`` says why it did not run."""
+
+    config: RunConfig
+    hyps: tuple[str, ...] = ()
+    decode_wall_s: float = 0.0
+    vocab_wall_s: float = 0.0
+    audio_s: float = 0.0
+    skipped: str | None = None
+
+    @property
+    def rtfx(self) -> float:
+        return self.audio_s / self.decode_wall_s if self.decode_wall_s > 0 else math.nan
+
+
+def load_audio(items: Iterable[EvalItem]) -> dict[str, np.ndarray]:
+    """Every item's audio as 16 kHz mono float32 (ValueError for another rate)."""
+    audio = {}
+    for item in items:
+        samples, rate = sf.read(str(item.audio_path), dtype="float32", always_2d=True)
+        if rate != SAMPLE_RATE_HZ:
+            raise ValueError(f"{item.audio_path}: {rate} Hz, expected {SAMPLE_RATE_HZ}")
+        audio[item.utt_id] = samples.mean(axis=1)
+    return audio
+
+
+async def _decode_stream(
+    engine: Engine, samples: np.ndarray, options: StreamOptions, progress: Callable[[float], None]
+) -> str:
+    stream = engine.open_stream(options)
+    size = stream.chunk_samples
+    texts: list[str] = []
+    try:
+        for start in range(0, len(samples), size):
+            chunk = samples[start : start + size]
+            if len(chunk) < size:
+                chunk = np.concatenate([chunk, np.zeros(size - len(chunk), dtype=np.float32)])
+            result = await stream.push(chunk)
+            texts += [final.text for final in result.finals]
+            progress(min(size, len(samples) - start) / SAMPLE_RATE_HZ)
+        result = await stream.finish()
+    finally:
+        stream.abort()  # no-op after finish; frees the stream if a push failed
+    texts += [final.text for final in result.finals]
+    return " ".join(texts)
+
+
+def _list_id(item: EvalItem, biasing: str) -> str | None:
+    return None if biasing == "none" else item.lists.get(biasing)
+
+
+async def _load_lists(engine: Engine, eval_set: EvalSet, config: RunConfig) -> dict[str, VocabularyHandle]:
+    casing = CASINGS[config.casing][0] if config.casing is not None else "typed"
+    handles: dict[str, VocabularyHandle] = {}
+    for item in eval_set.items:
+        list_id = _list_id(item, config.biasing)
+        if list_id is not None and list_id not in handles:
+            handles[list_id] = await engine.load_vocabulary(eval_set.list_texts(list_id, casing))
+    if isinstance(engine, GraphEngine) and handles:
+        engine.check_compiled_with_params(next(iter(handles.values())))
+    return handles
+
+
+def decoding_supported(engine: Engine, config: RunConfig) -> str | None:
+    """None if the engine serves this decoding and chunk, else the engine's reason."""
+    try:
+        engine.open_stream(StreamOptions(chunk_s=config.chunk_s, decoding=config.decoding)).abort()
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+async def run_config(
+    engine: Engine,
+    eval_set: EvalSet,
+    audio: dict[str, np.ndarray],
+    config: RunConfig,
+    progress: Callable[[float], None],
+) -> RunOutput:
+    """Decode every item of ``eval_set`` concurrently under ``config``."""
+    reason = decoding_supported(engine, config)
+    if reason is not None:
+        return RunOutput(config, skipped=reason)
+    started = time.monotonic()
+    handles = await _load_lists(engine, eval_set, config)
+    vocab_wall_s = time.monotonic() - started
+    limit = asyncio.Semaphore(engine.config.max_live_streams)
+
+    async def one(item: EvalItem) -> str:
+        list_id = _list_id(item, config.biasing)
+        options = StreamOptions(config.chunk_s, config.decoding, handles.get(list_id) if list_id else None)
+        async with limit:
+            return await _decode_stream(engine, audio[item.utt_id], options, progress)
+
+    started = time.monotonic()
+    try:
+        hyps = await asyncio.gather(*(one(item) for item in eval_set.items))
+    finally:
+        for handle in handles.values():
+            handle.release()
+    decode_wall_s = time.monotonic() - started
+    audio_s = sum(len(audio[item.utt_id]) for item in eval_set.items) / SAMPLE_RATE_HZ
+    return RunOutput(config, tuple(hyps), decode_wall_s, vocab_wall_s, audio_s)
+
+
+def group_by_engine(configs: Sequence[RunConfig]) -> list[tuple[RunConfig, list[RunConfig]]]:
+    """Configurations grouped by engine key, in first-seen order; no-biasing runs join the first group.
+
+    Returns (a representative configuration, its configurations) pairs.
+    """
+    groups: dict[tuple[Any, ...], list[RunConfig]] = {}
+    for config in configs:
+        groups.setdefault(config.engine_key(), []).append(config)
+    if () in groups and len(groups) > 1:
+        plain = groups.pop(())
+        first = next(iter(groups))
+        groups[first] = plain + groups[first]
+    return [
+        (
+            next(c for c in group if c.biasing != "none")
+            if any(c.biasing != "none" for c in group)
+            else group[0],
+            group,
+        )
+        for group in groups.values()
+    ]
+
+
+async def run_sweep(
+    base: EngineConfig,
+    eval_set: EvalSet,
+    configs: Sequence[RunConfig],
+    progress: Callable[[float], None],
+    on_group: Callable[[str], None] = lambda _: None,
+) -> list[RunOutput]:
+    """Run ``configs`` (one engine per graph mode/tau/alpha, started and stopped in turn), in input order."""
+    audio = load_audio(eval_set.items)
+    outputs: dict[RunConfig, RunOutput] = {}
+    for representative, group in group_by_engine(configs):
+        alpha = representative.alpha if representative.alpha is not None else base.biasing_alpha
+        chunks = tuple(sorted(set(base.allowed_chunk_s) | {c.chunk_s for c in group}))
+        engine = GraphEngine(
+            replace(base, biasing_alpha=alpha, allowed_chunk_s=chunks), representative.graph_params()
+        )
+        on_group(f"engine: {representative.name}")
+        await engine.start()
+        try:
+            for config in group:
+                on_group(config.name)
+                outputs[config] = await run_config(engine, eval_set, audio, config, progress)
+        finally:
+            await engine.stop()
+    return [outputs[config] for config in configs]
