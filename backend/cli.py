@@ -76,7 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     user.add_argument("username")
     user.add_argument("--role", choices=["admin", "member"], default="member")
     user.set_defaults(func=_create_user)
+    from backend.loadtest.cli import add_arguments as add_loadtest_arguments
+    from backend.loadtest.cli import run as run_loadtest
     from eval.__main__ import add_subcommands as add_eval_subcommands
+
+    loadtest = sub.add_parser("loadtest", help="live sessions one server holds in real time (docs/loadtest.md)")
+    add_loadtest_arguments(loadtest)
+    loadtest.set_defaults(func=run_loadtest)
 
     evaluation = sub.add_parser("eval", help="contextual-biasing evaluation (docs/eval.md)")
     add_eval_subcommands(evaluation.add_subparsers(dest="eval_command", required=True))

@@ -1,0 +1,106 @@
+"""The speech the simulated browsers stream: a WAV synthesised once with espeak-ng (or given), looped.
+
+Audio is 16 kHz mono PCM16 as protocol v1 wants; each client starts at its own chunk-aligned offset so the
+streams are not in lock-step.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import wave
+from pathlib import Path
+
+import numpy as np
+
+SAMPLE_RATE_HZ = 16000
+PAUSE_S = 1.2  # silence between sentences: long enough for the decoder to end an utterance (a final)
+SENTENCES = (
+    "Good morning everyone, let's start with the quarterly revenue update from Norvexa Holdings.",
+    "The pharmacy team switched three patients from linezolid to tedizolid last week.",
+    "Please share the slides about the captioning server roadmap before Thursday.",
+    "Brightwater Analytics will join the call at ten thirty to discuss the contract.",
+    "We saw forty two new tickets in the support queue and closed thirty nine of them.",
+    "The dosage of pravoxetine stays at twenty milligrams once a day.",
+)
+
+
+def synthesize(out_dir: Path, voice: str = "en-us", words_per_minute: int = 160) -> Path:
+    """Speak ``SENTENCES`` with espeak-ng, with ``PAUSE_S`` of silence after each; returns a 16 kHz WAV."""
+    if shutil.which("espeak-ng") is None:
+        raise RuntimeError("espeak-ng is not installed: install it or pass --wav")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pieces: list[np.ndarray] = []
+    for index, sentence in enumerate(SENTENCES):
+        raw = out_dir / f"sentence-{index}.wav"
+        subprocess.run(
+            ["espeak-ng", "-v", voice, "-s", str(words_per_minute), "-w", str(raw), sentence],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        rate, samples = _read_wav(raw)
+        pieces.append(_resample(samples, rate))
+        pieces.append(np.zeros(round(PAUSE_S * SAMPLE_RATE_HZ), dtype=np.int16))
+    path = out_dir / "speech-16k.wav"
+    _write_wav(path, np.concatenate(pieces))
+    return path
+
+
+def load_pcm16(path: Path) -> np.ndarray:
+    """The samples of a 16 kHz mono PCM16 WAV (other rates are resampled; other formats are an error)."""
+    rate, samples = _read_wav(path)
+    return _resample(samples, rate)
+
+
+def _read_wav(path: Path) -> tuple[int, np.ndarray]:
+    with wave.open(str(path), "rb") as wav:
+        if wav.getsampwidth() != 2:
+            raise ValueError(f"{path}: expected 16-bit PCM, got {8 * wav.getsampwidth()}-bit")
+        frames = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+        channels, rate = wav.getnchannels(), wav.getframerate()
+    if channels > 1:
+        frames = frames.reshape(-1, channels).mean(axis=1).astype(np.int16)
+    return rate, frames
+
+
+def _resample(samples: np.ndarray, rate: int) -> np.ndarray:
+    if rate == SAMPLE_RATE_HZ:
+        return samples.astype(np.int16)
+    from math import gcd
+
+    from scipy.signal import resample_poly
+
+    common = gcd(rate, SAMPLE_RATE_HZ)
+    out = resample_poly(samples.astype(np.float32), SAMPLE_RATE_HZ // common, rate // common)
+    return np.clip(np.round(out), -32768, 32767).astype(np.int16)
+
+
+def _write_wav(path: Path, samples: np.ndarray) -> None:
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(SAMPLE_RATE_HZ)
+        wav.writeframes(samples.astype("<i2").tobytes())
+
+
+class AudioLoop:
+    """The WAV repeated forever, cut into chunks of ``chunk_samples``: ``chunk(k)`` is the k-th (from 0)."""
+
+    def __init__(self, samples: np.ndarray, chunk_samples: int) -> None:
+        if len(samples) < chunk_samples:
+            raise ValueError("the WAV is shorter than one chunk")
+        repeats = -(-chunk_samples * 2 // len(samples)) + 1
+        self._samples = np.tile(samples.astype("<i2"), repeats)
+        self._length = len(samples)
+        self.chunk_samples = chunk_samples
+
+    @property
+    def chunks_per_loop(self) -> int:
+        """Chunks in one pass over the WAV (rounded up)."""
+        return -(-self._length // self.chunk_samples)
+
+    def chunk(self, k: int) -> bytes:
+        """PCM16 little-endian bytes of chunk ``k``, wrapping around the end of the WAV."""
+        start = (k * self.chunk_samples) % self._length
+        return self._samples[start : start + self.chunk_samples].tobytes()

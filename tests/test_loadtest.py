@@ -1,0 +1,166 @@
+"""The load test tool (backend/loadtest): its figures against hand-computed cases, and short runs against a
+real uvicorn with the fake engine, including an overload run that must degrade in RELIABILITY.md row 5's
+order (partials dropped, then 503 handshakes, then 1013 busy) without losing a final."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import wave
+from pathlib import Path
+
+import pytest
+
+from backend.loadtest.client import ClientResult
+from backend.loadtest.report import (
+    Criteria,
+    Sample,
+    capacity,
+    degradation,
+    finals_check,
+    percentile,
+    verdict,
+    write_outputs,
+)
+from backend.loadtest.runner import LoadTestConfig, run_loadtest
+from backend.loadtest.vocabulary import generate_terms
+from tests.support.fake_engine import FakeEngine
+from tests.support.server import ADMIN_PASSWORD, LiveServer, make_settings
+
+CHUNK_S = 0.56
+CHUNK_SAMPLES = 8960
+
+
+def scripted_wav(path: Path, pattern: tuple[int, ...] = (5, 9, 0)) -> Path:
+    """A WAV for the fake engine: a chunk per first sample in ``pattern`` (0: silence, ends the utterance)."""
+    frames = b"".join(struct.pack("<h", first) + b"\x01\x00" * (CHUNK_SAMPLES - 1) for first in pattern)
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(16000)
+        wav.writeframes(frames)
+    return path
+
+
+# ----- pure helpers, hand-computed -------------------------------------------------------------------------
+def test_percentile_interpolates_between_ranks() -> None:
+    assert percentile([], 50) is None
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5  # rank 1.5 between 2 and 3
+    assert percentile([10.0, 20.0, 30.0, 40.0, 50.0], 95) == pytest.approx(48.0)  # rank 3.8
+    assert percentile(list(range(1, 101)), 99) == pytest.approx(99.01)  # rank 98.01
+
+
+def _step(n: int, realtime: bool) -> dict:
+    return {"n": n, "realtime": realtime}
+
+
+def test_capacity_is_the_largest_n_with_every_smaller_step_real_time() -> None:
+    assert capacity([_step(1, True), _step(8, True), _step(16, False), _step(32, True)]) == 8
+    assert capacity([_step(16, True), _step(1, True), _step(8, True)]) == 16
+    assert capacity([_step(1, False), _step(8, True)]) == 0
+    assert capacity([]) == 0
+
+
+def _row(**overrides: object) -> dict:
+    row = {
+        "n": 4, "chunk_s": 1.12, "connected": 4, "handshake_503": 0, "handshake_other": 0, "busy_1013": 0,
+        "stream_max_lag_s": 0.5, "server_max_lag_s": 1.12, "final_ms_p95": 250.0, "finals_lost": 0,
+        "finals_duplicated": 0, "finals_unpersisted": 0, "errors": {},
+    }  # fmt: skip
+    return row | overrides
+
+
+def test_verdict_rules() -> None:
+    criteria = Criteria(latency_budget_ms=300, max_lag_chunks=1.0)
+    assert verdict(_row(), criteria) == (True, [])
+    assert not verdict(_row(final_ms_p95=301.0), criteria)[0]
+    assert not verdict(_row(server_max_lag_s=2.24), criteria)[0]  # a chunk queued behind the one decoding
+    assert not verdict(_row(final_ms_p95=None), criteria)[0]
+    assert not verdict(_row(handshake_503=1, connected=3), criteria)[0]
+    assert not verdict(_row(busy_1013=1), criteria)[0]
+    assert not verdict(_row(finals_lost=1), criteria)[0]
+
+
+def test_finals_check_counts_lost_duplicated_and_unpersisted() -> None:
+    persisted = [("a", 1), ("a", 2), ("a", 3), ("b", 1), ("other", 1)]
+    received = [("a", 1), ("a", 2), ("a", 2), ("b", 1), ("b", 9)]
+    assert finals_check(received, persisted, {"a", "b"}) == {
+        "finals_persisted": 4,
+        "finals_received": 5,
+        "finals_lost": 1,  # a/3
+        "finals_duplicated": 1,  # a/2 twice
+        "finals_unpersisted": 1,  # b/9
+    }
+
+
+def test_degradation_order() -> None:
+    def sample(t: float, dropped: float) -> Sample:
+        return Sample(t, {"captions_partials_dropped_total": dropped}, True, None, None)
+
+    refused = ClientResult(0, 1, handshake_status=503, handshake_refused_at=103.0)
+    busy = ClientResult(1, 1, busy_at=106.0)
+    samples = [sample(0.0, 2.0), sample(1.0, 2.0), sample(2.0, 5.0)]
+    ordered = degradation([refused, busy], samples, started_at=100.0)
+    assert ordered["events_s"] | {"not_ready": None} == {
+        "partials_dropped": 2.0, "handshake_503": 3.0, "busy_1013": 6.0, "not_ready": None,
+    }  # fmt: skip
+    assert ordered["in_order"]
+    early_busy = ClientResult(1, 1, busy_at=101.0)
+    assert not degradation([refused, early_busy], samples, started_at=100.0)["in_order"]
+
+
+def test_generated_terms_are_unique_and_plain() -> None:
+    terms = generate_terms(1000, seed=4)
+    texts = [t["text"] for t in terms]
+    assert len(set(texts)) == 1000
+    assert all(set(text) <= set("abcdefghijklmnopqrstuvwxyz ") and "  " not in text for text in texts)
+    assert generate_terms(5, seed=4) == terms[:5]
+
+
+# ----- runs against a real uvicorn with the fake engine ----------------------------------------------------
+@pytest.mark.slow
+def test_small_run_loses_nothing_and_measures_latency(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    config_kwargs = dict(
+        admin_password=ADMIN_PASSWORD, steps=(3,), step_seconds=3.5, ramp_seconds=0.5, chunk_s=CHUNK_S,
+        terms=20, reconnect_fraction=0.34, reconnect_delay_s=0.3, wav=scripted_wav(tmp_path / "s.wav"),
+        sample_interval_s=0.25, label="fake", progress=False,
+        criteria=Criteria(latency_budget_ms=2000, max_lag_chunks=2),  # loaded CI hosts; the fake is instant
+    )  # fmt: skip
+    with LiveServer(settings, FakeEngine()) as server:
+        report = asyncio.run(run_loadtest(LoadTestConfig(base_url=server.base_url, **config_kwargs)))
+    (step,) = report["steps"]
+    assert step["connected"] == 3 and step["reconnected"] == 1, step
+    assert step["finals_persisted"] > 0 and step["finals_received"] >= step["finals_persisted"]
+    assert (step["finals_lost"], step["finals_duplicated"], step["finals_unpersisted"]) == (0, 0, 0)
+    assert step["partial_ms_p50"] is not None and step["final_ms_p95"] is not None and step["final_ms_n"] > 0
+    assert step["close_codes"] == {"1000": 3} and step["errors"] == {}
+    assert step["batch_max"] == 1 and step["partials_dropped"] == 0
+    assert step["realtime"], step["not_realtime_because"]
+    assert report["capacity"] == 3
+    paths = write_outputs(report, tmp_path / "out")
+    assert all(path.stat().st_size > 0 for path in paths.values())
+    assert paths["csv"].read_text().splitlines()[1].startswith("fake,3,3,0,0,1,")
+
+
+@pytest.mark.slow
+def test_overload_degrades_in_order_without_losing_finals(tmp_path: Path) -> None:
+    """The engine 2x slower than real time: lag grows 0.5 s per second in every stream."""
+    settings = make_settings(
+        tmp_path, lag_drop_partials_s=0.5, lag_not_ready_s=2.0, lag_busy_s=3.0, max_sessions_per_user=8
+    )
+    config_kwargs = dict(
+        admin_password=ADMIN_PASSWORD, steps=(8,), step_seconds=10.0, ramp_seconds=5.25, chunk_s=CHUNK_S,
+        terms=0, clients_per_user=8, wav=scripted_wav(tmp_path / "s.wav"), sample_interval_s=0.25,
+        progress=False,
+    )  # fmt: skip
+    with LiveServer(settings, FakeEngine(step_delay_s=2 * CHUNK_S)) as server:
+        report = asyncio.run(run_loadtest(LoadTestConfig(base_url=server.base_url, **config_kwargs)))
+    (step,) = report["steps"]
+    events = step["degradation"]["events_s"]
+    assert None not in (events["partials_dropped"], events["handshake_503"], events["busy_1013"]), step
+    assert step["degradation"]["order"] == ["partials_dropped", "handshake_503", "busy_1013"], events
+    assert step["partials_dropped"] > 0 and step["handshake_503"] > 0 and step["busy_1013"] > 0
+    assert (step["finals_lost"], step["finals_duplicated"], step["finals_unpersisted"]) == (0, 0, 0)
+    assert not step["realtime"] and report["capacity"] == 0
