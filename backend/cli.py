@@ -80,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     from backend.loadtest.cli import run as run_loadtest
     from eval.__main__ import add_subcommands as add_eval_subcommands
 
-    loadtest = sub.add_parser("loadtest", help="live sessions one server holds in real time (docs/loadtest.md)")
+    loadtest = sub.add_parser(
+        "loadtest", help="live sessions one server holds in real time (docs/loadtest.md)"
+    )
     add_loadtest_arguments(loadtest)
     loadtest.set_defaults(func=run_loadtest)
 
