@@ -125,6 +125,7 @@ class CaptionSession:
         self.username = admission.username
         self.meeting_id = admission.meeting_id
         self.session_id = ""
+        self.resume_token_hash = ""
         self.state = SessionState.CONNECTING
         self.live: LiveMeeting | None = None
         self.chunk_s = 0.0
@@ -239,6 +240,8 @@ class CaptionSession:
         """Create the stream session, or resume one: returns the resume token and the finals to replay."""
         ttl = timedelta(seconds=self.svc.settings.resume_ttl_s)
         token = message.get("resume_token")
+        if isinstance(token, str):
+            await self._end_previous_connection(token_hash(token))
         async with self.svc.db.session() as db:
             meeting = await db.get(Meeting, self.meeting_id)
             if meeting is None or meeting.status == MeetingStatus.ENDED:
@@ -273,12 +276,14 @@ class CaptionSession:
                 )
                 row.resume_expires_at = utcnow() + ttl
                 row.ended_at = None
+                self.resume_token_hash = row.resume_token_hash
                 self.session_id = row.id
                 self.audio_offset_s = row.audio_offset_s
                 self.seq = segments[-1].seq if segments else 0
                 return token, [s for s in segments if s.seq > last_seq]
             token = new_token()
             self.session_id = str(uuid.uuid4())
+            self.resume_token_hash = token_hash(token)
             db.add(
                 StreamSession(
                     id=self.session_id,
@@ -289,6 +294,16 @@ class CaptionSession:
                 )
             )
             return token, []
+
+    async def _end_previous_connection(self, resume_hash: str) -> None:
+        """A resume can arrive while the dropped connection is still flushing its last finals on this
+        replica: let it finish first, so the replay includes them and numbering continues after them."""
+        for old in list(self.svc.hub.sessions.values()):
+            if old is not self and old.resume_token_hash == resume_hash:
+                try:
+                    await asyncio.wait_for(old.end(1008, "resumed by a new connection"), timeout=30.0)
+                except TimeoutError as exc:
+                    raise ProtocolViolation(1013, "the previous connection is still closing; retry") from exc
 
     # ----- reader ----------------------------------------------------------------------------------
     async def _reader(self) -> None:

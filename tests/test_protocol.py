@@ -414,3 +414,23 @@ async def test_metrics_count_sessions_and_finals(server: LiveServer) -> None:
     after = httpx.get(server.base_url + "/metrics").text
     assert "captions_finals_persisted_total 1.0" in after
     assert "captions_engine_ready 1.0" in after
+
+
+async def test_resume_while_the_dropped_connection_is_still_flushing_loses_nothing(tmp_path: Path) -> None:
+    """The client reconnects at once while the server is still decoding its last chunks (load-test finding):
+    the new connection waits for the old one, replays its finals and numbers on after them."""
+    with LiveServer(make_settings(tmp_path), FakeEngine(step_delay_s=0.45)) as live:
+        api, meeting_id = meeting(live)
+        ws = await open_ws(live, ticket(api, meeting_id))
+        ready = await start(ws)
+        for sample in (61, 0, 62, 0, 63):
+            await ws.send(chunk(sample))
+        await ws.close()  # the server still has ~2 s of queued decoding for this session
+        again = await open_ws(live, ticket(api, meeting_id))
+        await start(again, resume_token=ready["resume_token"], last_seq=0)
+        await again.send(chunk(64))
+        await again.send(json.dumps({"type": "stop"}))
+        got = [(m["seq"], m["text"]) for m in finals(await asyncio.wait_for(collect(again), 30))]
+        assert got == [(1, "word61"), (2, "word62"), (3, "word63"), (4, "word64")]
+        assert again.close_code == 1000
+        assert persisted(live) == got

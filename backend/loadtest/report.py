@@ -84,6 +84,13 @@ def finals_check(
     }
 
 
+def _lost_after_refused_resume(clients: Sequence[ClientResult], persisted: Sequence[tuple[str, int]]) -> int:
+    """Of the lost finals, those of clients that dropped and whose every resume was refused (503): the server
+    persisted them and would replay them on a later resume, the client gave up first."""
+    gave_up = [c for c in clients if c.session_id and c.dropped and c.handshake_status is not None]
+    return sum(finals_check(c.finals, persisted, {c.session_id})["finals_lost"] for c in gave_up)
+
+
 def degradation(
     clients: Sequence[ClientResult], samples: Sequence[Sample], started_at: float
 ) -> dict[str, Any]:
@@ -173,6 +180,7 @@ def summarize_step(
         **finals_check(
             (f for c in clients for f in c.finals), persisted, {c.session_id for c in clients if c.session_id}
         ),
+        "finals_lost_resume_refused": _lost_after_refused_resume(clients, persisted),
         "degradation": degradation(clients, samples, started_at),
     }
     step["realtime"], step["not_realtime_because"] = verdict(step, criteria)
