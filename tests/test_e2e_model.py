@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,13 +16,13 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 import pytest
-import soundfile
 from websockets.asyncio.client import connect
 
 from backend.app import build_engine
 from backend.config import REPO_ROOT, Settings
 from backend.engine import StreamOptions
 from tests.support.server import ADMIN_PASSWORD, free_port, login, query
+from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
 SENTENCE = "The weather is quite pleasant today, and the children are playing in the garden."
@@ -32,16 +31,7 @@ SENTENCE = "The weather is quite pleasant today, and the children are playing in
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
     """A sentence spoken by espeak-ng, 16 kHz mono float32, padded with silence."""
-    if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is missing: `make test` installs it (scripts/install_system_deps.sh)")
-    path = tmp_path_factory.mktemp("wav") / "speech.wav"
-    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "-w", str(path), SENTENCE], check=True)
-    audio, rate = soundfile.read(path, dtype="float32")
-    if rate != 16000:
-        import soxr
-
-        audio = soxr.resample(audio, rate, 16000).astype(np.float32)
-    return np.concatenate([np.zeros(8000, np.float32), audio, np.zeros(24000, np.float32)])
+    return spoken(SENTENCE, tmp_path_factory.mktemp("wav"))
 
 
 def chunks(audio: np.ndarray, chunk_samples: int) -> list[bytes]:

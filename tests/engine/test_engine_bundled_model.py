@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import difflib
 import re
-import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import pytest_asyncio
-import soundfile
 
 from backend.config import BUNDLED_MODEL_PATH
 from backend.engine import Engine, EngineConfig, StreamOptions
+from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
 SENTENCE = "The weather is quite pleasant today and the children are playing in the garden"
@@ -32,16 +30,7 @@ def normalised(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
-    if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is missing: `make test` installs it (scripts/install_system_deps.sh)")
-    path = tmp_path_factory.mktemp("wav") / "speech.wav"
-    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "-w", str(path), SENTENCE], check=True)
-    audio, rate = soundfile.read(path, dtype="float32")
-    if rate != 16000:
-        import soxr
-
-        audio = soxr.resample(audio, rate, 16000).astype(np.float32)
-    return np.concatenate([np.zeros(8000, np.float32), audio, np.zeros(24000, np.float32)])
+    return spoken(SENTENCE, tmp_path_factory.mktemp("wav"))
 
 
 @pytest_asyncio.fixture
