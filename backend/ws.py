@@ -30,6 +30,8 @@ from backend.security import new_token, token_hash
 from backend.vocab import EffectiveVocabulary, parse_term_items, validate_terms
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
     from backend.live import LiveMeeting
     from backend.services import Services
 
@@ -435,14 +437,12 @@ class CaptionSession:
         text, matched = self._vocabulary.apply(final.text.strip())
         if not text:
             return
-        self.seq += 1
         self.utterance += 1
         self.last_partial = ""
         offset = self.audio_offset_s
         segment = CaptionSegment(
             meeting_id=self.meeting_id,
             session_id=self.session_id,
-            seq=self.seq,
             text=text,
             start_s=round(offset + final.start_s, 3),
             end_s=round(offset + final.end_s, 3),
@@ -453,15 +453,35 @@ class CaptionSession:
             matched_terms=matched,
         )
         async with self.svc.db.session() as db:
+            # The number comes from the database, in the transaction that stores the caption: another
+            # replica may still be flushing this session's dropped connection (cross-replica resume).
+            segment.seq = (
+                await db.execute(
+                    update(StreamSession)
+                    .where(StreamSession.id == self.session_id)
+                    .values(last_seq=StreamSession.last_seq + 1, audio_offset_s=offset + self.decoded_s)
+                    .returning(StreamSession.last_seq)
+                )
+            ).scalar_one()
             db.add(segment)
-            await db.execute(
-                update(StreamSession)
-                .where(StreamSession.id == self.session_id)
-                .values(audio_offset_s=offset + self.decoded_s)
-            )
+            elsewhere = await self._committed_elsewhere(db, below=segment.seq)
         self.finals += 1
         self.svc.metrics.finals_persisted.inc()
+        for other in elsewhere:
+            await self._send(_final_message(other))
+        self.seq = segment.seq
         await self._send(_final_message(segment) | {"audio_s": round(offset + self.decoded_s, 3)})
+
+    async def _committed_elsewhere(self, db: AsyncSession, below: int | None = None) -> list[CaptionSegment]:
+        """Captions of this session numbered after the last one this connection sent (and below ``below``):
+        committed by another connection after our resume read, typically the dropped connection still
+        flushing on another replica. They are sent before ours so that the client misses nothing."""
+        query = select(CaptionSegment).where(
+            CaptionSegment.session_id == self.session_id, CaptionSegment.seq > self.seq
+        )
+        if below is not None:
+            query = query.where(CaptionSegment.seq < below)
+        return list((await db.execute(query.order_by(CaptionSegment.seq))).scalars().all())
 
     async def _configure(self, request: dict[str, Any]) -> None:
         parsed, errors = parse_term_items(request.get("terms"))
@@ -517,6 +537,11 @@ class CaptionSession:
             for final in result.finals:
                 await self._commit(final)
         if stopped:
+            async with self.svc.db.session() as db:
+                elsewhere = await self._committed_elsewhere(db)
+            for other in elsewhere:
+                await self._send(_final_message(other))
+                self.seq = other.seq
             await self._send({"type": "stopped", "finals": self.seq})
         if busy:
             self.svc.metrics.rejected_sessions.labels(reason="busy").inc()

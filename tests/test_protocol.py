@@ -434,3 +434,40 @@ async def test_resume_while_the_dropped_connection_is_still_flushing_loses_nothi
         assert got == [(1, "word61"), (2, "word62"), (3, "word63"), (4, "word64")]
         assert again.close_code == 1000
         assert persisted(live) == got
+
+
+@pytest.mark.parametrize("speaks_again", [True, False], ids=["speaks-on-b", "stops-at-once"])
+async def test_resume_on_another_replica_while_the_first_still_flushes_loses_nothing(
+    tmp_path: Path, database_url: str, speaks_again: bool
+) -> None:
+    """Scale-out: the client resumes on replica B while replica A still decodes the dropped connection's
+    last chunks. Caption numbers are allocated in the database, so A's late finals and B's own never collide,
+    and B forwards the finals A stored after B's resume read (before its own, or before ``stopped``)."""
+    shared = {"database_url": database_url}
+    with (
+        LiveServer(make_settings(tmp_path, **shared), FakeEngine(step_delay_s=0.45)) as replica_a,
+        LiveServer(make_settings(tmp_path, **shared), FakeEngine(), migrate=False) as replica_b,
+    ):
+        api, meeting_id = meeting(replica_a)
+        ws = await open_ws(replica_a, ticket(api, meeting_id))
+        ready = await start(ws)
+        for sample in (61, 0, 62, 0, 63):
+            await ws.send(chunk(sample))
+        await ws.close()  # replica A still has ~2 s of queued decoding for this session
+        again = await open_ws(replica_b, ticket(api, meeting_id))
+        resumed = await start(again, resume_token=ready["resume_token"], last_seq=0)
+        assert resumed["session_id"] == ready["session_id"]
+        if speaks_again:
+            await again.send(chunk(64))
+        for _ in range(100):  # until replica A has stored all three of its finals
+            if len(persisted(replica_a)) == 3:
+                break
+            await asyncio.sleep(0.1)
+        await again.send(json.dumps({"type": "stop"}))
+        messages = await asyncio.wait_for(collect(again), 30)
+        got = [(m["seq"], m["text"]) for m in finals(messages)]
+        expected = [(1, "word61"), (2, "word62"), (3, "word63")] + ([(4, "word64")] if speaks_again else [])
+        assert got == expected
+        assert persisted(replica_a) == expected
+        assert messages[-1] == {"type": "stopped", "finals": len(expected)}
+        assert again.close_code == 1000

@@ -102,7 +102,9 @@ def main() -> None:
             }
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(out, args.out)
+    tmp = args.out.with_name(f".{args.out.name}.tmp")  # atomic: a running trainer may pick up new caches
+    torch.save(out, tmp)
+    tmp.replace(args.out)
     print(f"wrote {args.out}: {len(out)} utterances")
 
 

@@ -7,13 +7,14 @@ Stop it at any time and run it again with the same arguments: it resumes from ``
 
 Usage::
 
-    python -m training.train --init training/work/init.nemo --train training/work/cache/train_full.pt \
+    python -m training.train --init training/work/init.nemo --train "training/work/cache/train_*.pt" \
         --eval training/work/cache/test_festival_full.pt --work training/work/run1 --minutes 100
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import math
 import random
@@ -27,6 +28,17 @@ from tqdm import tqdm
 import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
 from training.features import load_model
 from training.rnnt_loss import rnnt_loss
+
+
+def load_new_caches(patterns: list[str], loaded: set[Path], train: list[dict]) -> int:
+    """Append the items of caches matching ``patterns`` not loaded yet; returns how many caches were new."""
+    paths = sorted({p for pat in patterns for p in map(Path, glob.glob(pat))} - loaded)
+    for path in paths:
+        train.extend(torch.load(path))
+        loaded.add(path)
+    if not loaded:
+        raise SystemExit(f"no training caches match {patterns}")
+    return len(paths)
 
 
 def make_batches(items: list[dict], max_frames: int, rng: random.Random) -> list[list[int]]:
@@ -114,7 +126,12 @@ def main() -> None:
     parser.add_argument(
         "--init", type=Path, required=True, help=".nemo with the Whisper encoder + fresh head"
     )
-    parser.add_argument("--train", type=Path, nargs="+", required=True)
+    parser.add_argument(
+        "--train",
+        nargs="+",
+        required=True,
+        help="feature caches or glob patterns (quoted); re-expanded every epoch, so new caches join in",
+    )
     parser.add_argument("--eval", type=Path, nargs="*", default=[])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--minutes", type=float, default=100.0, help="stop after this much wall time")
@@ -158,7 +175,9 @@ def main() -> None:
         if unexpected or any(not k.startswith("encoder.top.") for k in missing):
             raise RuntimeError(f"warm start does not fit: missing={missing} unexpected={unexpected}")
         print(f"warm start from {args.warm_start}; new: {sorted({k.split('.')[2] for k in missing})}")
-    train = [it for p in args.train for it in torch.load(p)]
+    loaded: set[Path] = set()
+    train: list[dict] = []
+    load_new_caches(args.train, loaded, train)
     evals = {p.stem: torch.load(p) for p in args.eval}
     print(
         f"train {len(train)} utterances, {sum(i['duration'] for i in train) / 3600:.2f} h; "
@@ -172,6 +191,8 @@ def main() -> None:
     bar = tqdm(initial=step, total=args.steps, desc="train")
     done = False
     while not done:
+        if load_new_caches(args.train, loaded, train):
+            tqdm.write(f"train now {len(train)} utterances, {sum(i['duration'] for i in train) / 3600:.2f} h")
         for idx in make_batches(train, args.batch_frames, rng):
             x, lens, y, tlens = collate(train, idx, model.tokenizer)
             for g in opt.param_groups:

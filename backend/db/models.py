@@ -147,6 +147,9 @@ class StreamSession(Base):
     resume_token_hash: Mapped[str] = mapped_column(String(64))
     resume_expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     audio_offset_s: Mapped[float] = mapped_column(Float, default=0.0)
+    # The last caption number handed out. Incremented in the transaction that stores the caption, so two
+    # replicas serving the same session (a resume while the dropped connection still flushes) never collide.
+    last_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
