@@ -464,7 +464,9 @@ class CaptionSession:
                 )
             ).scalar_one()
             db.add(segment)
-            elsewhere = await self._committed_elsewhere(db, below=segment.seq)
+            elsewhere = []
+            if segment.seq > self.seq + 1:  # a number was taken by another connection since our last one
+                elsewhere = await self._committed_elsewhere(db, below=segment.seq)
         self.finals += 1
         self.svc.metrics.finals_persisted.inc()
         for other in elsewhere:

@@ -72,6 +72,46 @@ def test_migrations_upgrade_and_downgrade(database_url: str) -> None:
     assert _tables(url) == {"alembic_version"}
 
 
+def test_migration_0002_numbers_on_after_the_captions_already_stored(database_url: str) -> None:
+    """Upgrading a live deployment: each session's ``last_seq`` starts at its highest stored caption number,
+    so a session resumed after the upgrade does not collide with its own earlier captions."""
+    upgrade("0001", database_url)
+    statements = [
+        "INSERT INTO meetings (id, kind, title, chunk_ms, decoding, status, created_at) "
+        "VALUES (1, 'MEETING', 'm', 1120, 'greedy', 'LIVE', CURRENT_TIMESTAMP)",
+        *(
+            "INSERT INTO stream_sessions (id, meeting_id, resume_token_hash, resume_expires_at, "
+            "audio_offset_s, created_at) "
+            f"VALUES ('{sid}', 1, 'h{sid}', CURRENT_TIMESTAMP, 0, CURRENT_TIMESTAMP)"
+            for sid in ("a", "b")
+        ),
+        *(
+            "INSERT INTO caption_segments (meeting_id, session_id, seq, text, start_s, end_s, words, "
+            "matched_terms, created_at) "
+            f"VALUES (1, 'a', {seq}, 'x', 0, 1, '[]', '[]', CURRENT_TIMESTAMP)"
+            for seq in (1, 2, 3)
+        ),
+    ]
+    _execute(database_url, statements)
+    upgrade("head", database_url)
+    rows = _execute(database_url, ["SELECT id, last_seq FROM stream_sessions ORDER BY id"])
+    assert rows == [("a", 3), ("b", 0)]
+
+
+def test_sqlite_uses_the_write_ahead_log_and_foreign_keys(tmp_path: Path) -> None:
+    from backend.db.session import Database
+
+    async def pragmas() -> tuple[str, int]:
+        db = Database(f"sqlite+aiosqlite:///{tmp_path / 'w.db'}")
+        async with db.engine.connect() as connection:
+            mode = (await connection.execute(sa.text("PRAGMA journal_mode"))).scalar_one()
+            keys = (await connection.execute(sa.text("PRAGMA foreign_keys"))).scalar_one()
+        await db.dispose()
+        return mode, keys
+
+    assert asyncio.run(pragmas()) == ("wal", 1)
+
+
 def test_models_match_the_migrations(tmp_path: Path) -> None:
     """Autogenerate finds nothing to add: the ORM models and the migration history agree."""
     from alembic.autogenerate import compare_metadata
@@ -112,3 +152,18 @@ def test_a_model_that_fails_to_load_keeps_liveness_but_not_readiness(settings: S
         refused = client.post(f"/api/vocabularies/{vocab['id']}/terms", json={"terms": ["linezolid"]})
         assert refused.status_code == 503
         assert refused.json()["error"]["code"] == "engine_unavailable"
+
+
+def _execute(url: str, statements: list[str]) -> list[tuple]:
+    """Run ``statements`` in one transaction; the rows of the last one."""
+
+    async def run() -> list[tuple]:
+        engine = create_async_engine(url)
+        async with engine.begin() as connection:
+            for sql in statements:
+                result = await connection.execute(sa.text(sql))
+            rows = [tuple(r) for r in result] if result.returns_rows else []
+        await engine.dispose()
+        return rows
+
+    return asyncio.run(run())
