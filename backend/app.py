@@ -118,6 +118,8 @@ def build_engine(settings: Settings) -> Any:
             beam_size=settings.beam_size,
             allowed_chunk_s=tuple(settings.allowed_chunk_s),
             biasing_alpha=settings.biasing_alpha,
+            biasing_graph_mode=settings.biasing_graph_mode,
+            biasing_tau=settings.biasing_tau,
             left_context_s=settings.engine_left_context_s,
             right_context_s=settings.engine_right_context_s,
             vocabulary_cache_dir=str(settings.cache_dir),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,6 +79,17 @@ class Settings(BaseSettings):
         2.0,
         ge=0,
         description="Weight of the vocabulary boosting scores (2.0: best F without WER loss, docs/eval.md).",
+    )
+    biasing_graph_mode: Literal["case_insensitive", "case_sensitive_tree", "char"] = Field(
+        "case_insensitive",
+        description="How vocabularies compile: case-insensitive BPE graph (TurboBias 2.0, default), NeMo's "
+        "case-sensitive tree, or one arc per character (character-vocabulary models).",
+    )
+    biasing_tau: float = Field(
+        0.5,
+        ge=0,
+        le=8,
+        description="How a term's score spreads over its characters (0: evenly, larger: later).",
     )
 
     @field_validator("log_level")

@@ -6,9 +6,8 @@ vocabulary handle (local: one per utterance; global: one per call/patient, share
 all). Vocabularies are registered before the streams start (the paper's "decoder cache" level), so RTFx is
 decoding speed only; compile + registration time is reported apart.
 
-Graph mode and tau are not engine settings (``EngineConfig`` has ``biasing_alpha`` only and the engine always
-compiles the default case-insensitive graph), so ``GraphEngine`` installs a registry with the chosen
-``GraphParams`` after start-up.
+Graph mode, tau and alpha are engine settings (``EngineConfig.biasing_graph_mode``/``biasing_tau``/
+``biasing_alpha``), so configurations that differ in them run on separate engines, started in turn.
 """
 
 from __future__ import annotations
@@ -102,39 +101,6 @@ def expand_configs(
     return list(dict.fromkeys(configs))
 
 
-class GraphEngine(Engine):
-    """The engine with a chosen graph mode and tau: an adapter until ``EngineConfig`` can say so.
-
-    The engine (``backend/engine/vocabulary.py``, ``RegistryBackend``) builds ``biasing.registry.
-    BiasingRegistry(tokenizer)`` with default ``GraphParams``; this swaps in a registry with ``params`` right
-    after start-up (before any vocabulary exists) and fails loudly if those internals have moved, rather than
-    silently measuring the default graph.
-    """
-
-    def __init__(self, config: EngineConfig, params: GraphParams) -> None:
-        super().__init__(config)
-        self._graph_params = params
-
-    async def start(self) -> None:
-        from biasing.registry import BiasingRegistry
-
-        await super().start()
-        backend = getattr(self, "_vocabularies", None)
-        registry = getattr(backend, "_registry", None)
-        if not isinstance(registry, BiasingRegistry):
-            await self.stop()
-            raise RuntimeError("the engine's vocabulary backend changed: update eval.runner.GraphEngine")
-        backend._registry = BiasingRegistry(self._loaded_decoder().tokenizer, params=self._graph_params)
-
-    def check_compiled_with_params(self, handle: VocabularyHandle) -> None:
-        """RuntimeError unless ``handle`` was keyed (hence compiled) with this engine's graph parameters."""
-        from biasing.registry import BiasingRegistry
-
-        expected = BiasingRegistry(self._loaded_decoder().tokenizer, params=self._graph_params)
-        if handle.registration().key != expected.key_for(handle.terms):
-            raise RuntimeError("the engine compiled a vocabulary without the requested graph parameters")
-
-
 @dataclass(frozen=True)
 class RunOutput:
     """Hypotheses (in item order) and timings of one configuration; ``skipped`` says why it did not run."""
@@ -194,8 +160,6 @@ async def _load_lists(engine: Engine, eval_set: EvalSet, config: RunConfig) -> d
         list_id = _list_id(item, config.biasing)
         if list_id is not None and list_id not in handles:
             handles[list_id] = await engine.load_vocabulary(eval_set.list_texts(list_id, casing))
-    if isinstance(engine, GraphEngine) and handles:
-        engine.check_compiled_with_params(next(iter(handles.values())))
     return handles
 
 
@@ -277,8 +241,15 @@ async def run_sweep(
     for representative, group in group_by_engine(configs):
         alpha = representative.alpha if representative.alpha is not None else base.biasing_alpha
         chunks = tuple(sorted(set(base.allowed_chunk_s) | {c.chunk_s for c in group}))
-        engine = GraphEngine(
-            replace(base, biasing_alpha=alpha, allowed_chunk_s=chunks), representative.graph_params()
+        params = representative.graph_params()
+        engine = Engine(
+            replace(
+                base,
+                biasing_alpha=alpha,
+                allowed_chunk_s=chunks,
+                biasing_graph_mode=params.mode.value,
+                biasing_tau=params.tau,
+            )
         )
         on_group(f"engine: {representative.name}")
         await engine.start()

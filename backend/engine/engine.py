@@ -107,7 +107,11 @@ class Engine:
         self._decoder = await loop.run_in_executor(self._decode_executor, self._load)
         cache_dir = Path(self.config.vocabulary_cache_dir) if self.config.vocabulary_cache_dir else None
         self._vocabularies = RegistryBackend(
-            self._decoder.tokenizer, self._decoder.multi_model, self.config.biasing_alpha, cache_dir
+            self._decoder.tokenizer,
+            self._decoder.multi_model,
+            self.config.biasing_alpha,
+            cache_dir,
+            self.config.graph_params(),
         )
         self._batcher = asyncio.create_task(self._batch_loop(), name="engine-batcher")
         self._batcher.add_done_callback(self._on_batcher_done)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from backend.engine.vocabulary import VocabularyHandle
+    from biasing.graph import GraphParams
 
 SAMPLE_RATE_HZ = 16000
 ENCODER_FRAME_S = 0.08
@@ -50,6 +51,8 @@ class EngineConfig:
     beam_size: int = 4
     allowed_chunk_s: tuple[float, ...] = (0.56, 1.12)
     biasing_alpha: float = 1.0
+    biasing_graph_mode: str = "case_insensitive"
+    biasing_tau: float = 0.5
     left_context_s: float = 2.0
     right_context_s: float = 0.0
     stop_history_eou_ms: int = 800
@@ -76,12 +79,26 @@ class EngineConfig:
         exact_frames(self.right_context_s)
         if self.biasing_alpha < 0:
             raise ValueError("biasing_alpha must be >= 0")
+        self.graph_params()  # raises ValueError for an unknown mode or a tau out of range
         if self.stop_history_eou_ms < 0:
             raise ValueError("stop_history_eou_ms must be >= 0")
         if self.max_live_streams < 1:
             raise ValueError("max_live_streams must be >= 1")
         if self.max_symbols_per_step < 1:
             raise ValueError("max_symbols_per_step must be >= 1")
+
+    def graph_params(self) -> GraphParams:
+        """How vocabularies are compiled: ``biasing_graph_mode`` (``case_insensitive``, the default;
+        ``case_sensitive_tree``, NeMo's own tree; ``char``) and ``biasing_tau`` (score spreading)."""
+        from biasing.graph import GraphMode, GraphParams
+
+        try:
+            mode = GraphMode(self.biasing_graph_mode)
+        except ValueError:
+            known = ", ".join(m.value for m in GraphMode)
+            got = self.biasing_graph_mode
+            raise ValueError(f"biasing_graph_mode must be one of {known}, got {got!r}") from None
+        return GraphParams(mode=mode, tau=self.biasing_tau)
 
 
 @dataclass(frozen=True)

@@ -16,22 +16,34 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.engine.types import EngineError
 from biasing.terms import Term, normalize_terms
+
+if TYPE_CHECKING:
+    from biasing.graph import GraphParams
 
 
 class RegistryBackend:
     """``biasing.registry.BiasingRegistry`` for one decoder: ``key``/``compile`` on the compile thread,
     ``register``/``unregister`` on the decode thread (between steps)."""
 
-    def __init__(self, tokenizer: Any, multi_model: Any, alpha: float, cache_dir: Path | None) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        multi_model: Any,
+        alpha: float,
+        cache_dir: Path | None,
+        params: GraphParams | None = None,
+    ) -> None:
+        from biasing.graph import GraphParams
         from biasing.registry import BiasingRegistry
 
+        params = params if params is not None else GraphParams()
         # Compiles run in a worker process: a 10,000-term compile in a thread of this process holds the GIL
         # and stalls every stream's decode step (measured in bench/bench_registry.py).
-        self._registry = BiasingRegistry(tokenizer, cache_dir=cache_dir, compile_processes=1)
+        self._registry = BiasingRegistry(tokenizer, params=params, cache_dir=cache_dir, compile_processes=1)
         self._multi_model = multi_model
         self._alpha = alpha
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
-from backend.engine import Engine, EngineError, StreamOptions
+from backend.engine import Engine, EngineConfig, EngineError, StreamOptions
+from biasing.graph import GraphMode, GraphParams
+from biasing.registry import BiasingRegistry
 from biasing.terms import Term, TermValidationError
 from tests.engine.conftest import noise, random_terms
 
@@ -78,3 +81,25 @@ async def test_matched_terms_reported_in_finals(engine: Engine) -> None:
         words = {w.lower() for w in final.text.split()}
         assert set(final.matched_terms) == {t for t in ("re", "he", "the") if t in words}
     handle.release()
+
+
+@pytest.mark.parametrize("mode", ["case_insensitive", "case_sensitive_tree"])
+async def test_graph_mode_and_tau_come_from_the_config(rnnt_model: Path, mode: str) -> None:
+    engine = Engine(EngineConfig(model=str(rnnt_model), biasing_graph_mode=mode, biasing_tau=1.0))
+    await engine.start()
+    try:
+        handle = await engine.load_vocabulary(["Linezolid", "acme group"])
+        wanted = GraphParams(mode=GraphMode(mode), tau=1.0)
+        expected = BiasingRegistry(engine.tokenizer, wanted).key_for(handle.terms)
+        default = BiasingRegistry(engine.tokenizer).key_for(handle.terms)
+        assert handle.registration().key == expected != default
+        handle.release()
+    finally:
+        await engine.stop()
+
+
+def test_unknown_graph_mode_or_tau_out_of_range_is_rejected() -> None:
+    with pytest.raises(ValueError, match="biasing_graph_mode must be one of case_insensitive"):
+        EngineConfig(model="m.nemo", biasing_graph_mode="fuzzy")
+    with pytest.raises(ValueError, match="tau must be in"):
+        EngineConfig(model="m.nemo", biasing_tau=9.0)
