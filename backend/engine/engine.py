@@ -139,6 +139,8 @@ class Engine:
         for executor in (self._compile_executor, self._decode_executor):
             if executor is not None:
                 await asyncio.to_thread(executor.shutdown, wait=True)
+        if self._vocabularies is not None:  # the compile process: otherwise it outlives the engine
+            await asyncio.to_thread(self._vocabularies.close)
 
     @property
     def ready(self) -> bool:

@@ -63,6 +63,10 @@ class RegistryBackend:
         """Give the lease back (decode thread); the registry may keep the model registered while idle."""
         self._registry.release(lease)
 
+    def close(self) -> None:
+        """Stop the compile worker process (blocking; after the compile thread has stopped)."""
+        self._registry.close()
+
 
 class Registration:
     """One compiled list registered in the multi-model under ``model_id`` (held by ``lease``).

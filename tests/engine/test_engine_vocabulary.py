@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from pathlib import Path
 
@@ -103,3 +104,17 @@ def test_unknown_graph_mode_or_tau_out_of_range_is_rejected() -> None:
         EngineConfig(model="m.nemo", biasing_graph_mode="fuzzy")
     with pytest.raises(ValueError, match="tau must be in"):
         EngineConfig(model="m.nemo", biasing_tau=9.0)
+
+
+async def test_stop_ends_the_compile_worker_process(rnnt_model: Path) -> None:
+    """Vocabularies compile in a worker process; stopping the engine ends it (no leaked process/semaphore)."""
+    before = set(multiprocessing.active_children())
+    engine = Engine(EngineConfig(model=str(rnnt_model)))
+    await engine.start()
+    try:
+        handle = await engine.load_vocabulary(["Linezolid"])
+        assert set(multiprocessing.active_children()) - before  # the compile worker
+        handle.release()
+    finally:
+        await engine.stop()
+    assert set(multiprocessing.active_children()) <= before
