@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, live, meetings, users, vocabularies
 from backend.api.errors import ApiError, api_error_handler, engine_unavailable_handler, http_error_handler
-from backend.config import REPO_ROOT, Settings, get_settings
+from backend.config import REPO_ROOT, Settings, get_settings, lm_path
 from backend.db.session import Database
 from backend.logs import configure_logging, get_logger
 from backend.security import LoginRateLimiter, SessionCodec
@@ -120,6 +120,8 @@ def build_engine(settings: Settings) -> Any:
             biasing_alpha=settings.biasing_alpha,
             biasing_graph_mode=settings.biasing_graph_mode,
             biasing_tau=settings.biasing_tau,
+            lm_path=lm_path(settings),
+            lm_alpha=settings.lm_alpha,
             left_context_s=settings.engine_left_context_s,
             right_context_s=settings.engine_right_context_s,
             vocabulary_cache_dir=str(settings.cache_dir),

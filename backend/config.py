@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_MODEL_PATH = REPO_ROOT / "models" / "captions-embedded.nemo"
+BUNDLED_LM_PATH = REPO_ROOT / "models" / "captions-embedded-lm.nemo"
 
 
 class Settings(BaseSettings):
@@ -28,6 +29,12 @@ class Settings(BaseSettings):
         str(BUNDLED_MODEL_PATH),
         description="NeMo Transducer to load: a .nemo path or a pretrained model name.",
     )
+    lm: str = Field(
+        "auto",
+        description="Token n-gram LM fused into beam search: a .nemo/ARPA path over the model's vocabulary, "
+        "'none', or 'auto' (the bundled LM with the bundled model, none otherwise).",
+    )
+    lm_alpha: float = Field(0.7, ge=0, le=5, description="Weight of the n-gram LM in beam search.")
     device: str = Field("cpu", description="torch device for the decoder: cpu, cuda or cuda:N.")
     torch_threads: int = Field(1, ge=1, le=64, description="torch intra-op threads of the decode worker.")
     cache_dir: Path = Field(REPO_ROOT / "var" / "cache", description="Compiled vocabulary graphs on disk.")
@@ -111,6 +118,16 @@ class Settings(BaseSettings):
 
 
 @lru_cache(maxsize=1)
+def lm_path(settings: Settings) -> str | None:
+    """The LM the engine fuses into beam search, or None (see ``Settings.lm``)."""
+    if settings.lm == "none":
+        return None
+    if settings.lm != "auto":
+        return settings.lm
+    bundled = Path(settings.model).resolve() == BUNDLED_MODEL_PATH.resolve()
+    return str(BUNDLED_LM_PATH) if bundled and BUNDLED_LM_PATH.is_file() else None
+
+
 def get_settings() -> Settings:
     """The process-wide settings, read once from the environment."""
     return Settings()

@@ -12,6 +12,9 @@ module adds:
   NeMo's single scalar sum (which would change unbiased streams);
 - per-stream split/merge of ``BatchedBeamState``, so streams join, skip steps and leave at any step (rows with
   no new frames never enter a call: the RNNT computer decodes padding for zero-length rows);
+- an optional token-level n-gram LM (NeMo's ``NGramGPULanguageModel``) as a second fusion model, shared by
+  every stream, with its own weight added to each row's blank weighting; its state restarts at <s> with
+  each utterance (the LM was trained on sentences);
 - per-beam token histories across chunks (``BatchedBeamHyps.flatten_`` root pointers), the best beam as the
   partial, end of utterance on trailing blanks of the best beam, and a per-utterance restart of scores from
   the best beam (cumulative scores dilute length normalisation).
@@ -80,11 +83,13 @@ class PerStreamRNNTBeamComputer(ModifiedALSDBatchedRNNTComputer):
     """NeMo 3.0.0 ``ModifiedALSDBatchedRNNTComputer`` whose fusion scoring is per stream."""
 
     biasing: RowRoutedBiasing
+    lm_alpha: float = 0.0
 
     def topk_fusion_model(self, fusion_scores_list, log_probs, eps=_EPS):
         batch_size = log_probs.shape[0]
         if self.blank_lm_score_mode is BlankLMScoreMode.LM_WEIGHTED_FULL:
-            _weight_blank_per_row(log_probs, self.biasing.row_alpha(batch_size, self.beam_size))
+            alpha = self.biasing.row_alpha(batch_size, self.beam_size) + self.lm_alpha
+            _weight_blank_per_row(log_probs, alpha)
         log_probs[..., :-1] += sum(fusion_scores_list)
         return torch.topk(log_probs, self.beam_size, dim=-1, largest=True, sorted=True)
 
@@ -93,11 +98,13 @@ class PerStreamTDTBeamComputer(ModifiedALSDBatchedTDTComputer):
     """NeMo 3.0.0 ``ModifiedALSDBatchedTDTComputer`` whose fusion scoring is per stream."""
 
     biasing: RowRoutedBiasing
+    lm_alpha: float = 0.0
 
     def topk_fusion_model(self, fusion_scores_list, log_probs, duration_log_probs, eps=_EPS):
         batch_size = log_probs.shape[0]
         if self.blank_lm_score_mode is BlankLMScoreMode.LM_WEIGHTED_FULL:
-            _weight_blank_per_row(log_probs, self.biasing.row_alpha(batch_size, self.beam_size))
+            alpha = self.biasing.row_alpha(batch_size, self.beam_size) + self.lm_alpha
+            _weight_blank_per_row(log_probs, alpha)
         log_probs[..., :-1] += sum(fusion_scores_list)
         total_log_probs = log_probs[:, :, :, None] + duration_log_probs[:, :, None, :]
         log_probs_top_k, total_idx_top_k = torch.topk(
@@ -121,17 +128,30 @@ def tdt_durations(asr_model: Any) -> list[int] | None:
     return list(durations)
 
 
-def build_beam_computer(asr_model: Any, multi_model: GPUBiasingMultiModel, beam_size: int, max_symbols: int):
-    """A batched MALSD computer (RNNT or TDT) over the model's decoder/joint with per-stream biasing."""
+def build_beam_computer(
+    asr_model: Any,
+    multi_model: GPUBiasingMultiModel,
+    beam_size: int,
+    max_symbols: int,
+    lm: Any = None,
+    lm_alpha: float = 0.0,
+):
+    """A batched MALSD computer (RNNT or TDT) over the model's decoder/joint with per-stream biasing and,
+    optionally, a token n-gram LM (``lm``, weight ``lm_alpha``). Fusion models: [biasing, lm]."""
     biasing = RowRoutedBiasing(multi_model)
+    fusion_models: list[Any] = [biasing]
+    alphas = [1.0]  # the multi-model applies each model's alpha itself
+    if lm is not None and lm_alpha > 0:
+        fusion_models.append(lm)
+        alphas.append(lm_alpha)
     common = {
         "decoder": asr_model.decoder,
         "joint": asr_model.joint,
         "blank_index": asr_model.decoder.blank_idx,
         "beam_size": beam_size,
         "max_symbols_per_step": max_symbols,
-        "fusion_models": [biasing],
-        "fusion_models_alpha": [1.0],  # the multi-model applies each model's alpha itself
+        "fusion_models": fusion_models,
+        "fusion_models_alpha": alphas,
         "blank_lm_score_mode": BlankLMScoreMode.LM_WEIGHTED_FULL,
         "pruning_mode": PruningMode.LATE,
         "allow_cuda_graphs": False,  # per-row routing is not captured in NeMo's CUDA graphs
@@ -142,6 +162,7 @@ def build_beam_computer(asr_model: Any, multi_model: GPUBiasingMultiModel, beam_
     else:
         computer = PerStreamTDTBeamComputer(durations=durations, **common)
     computer.biasing = biasing
+    computer.lm_alpha = alphas[1] if len(alphas) > 1 else 0.0
     return computer
 
 
@@ -166,7 +187,7 @@ class BeamStreamState:
     transcript_hash: torch.Tensor  # [beam]
     current_lengths_nb: torch.Tensor  # [beam]
     last_timestamp_lasts: torch.Tensor  # [beam]
-    fusion_states: torch.Tensor  # [beam]
+    fusion_states: list[torch.Tensor]  # per fusion model (biasing, then the LM if any): [beam]
     time_jumps: torch.Tensor | None  # [beam] (TDT)
     decoded_frames: int = 0
     histories: list[list[Token]] = field(default_factory=list)
@@ -196,7 +217,7 @@ class BeamSearch:
             transcript_hash=torch.full_like(zeros, INIT_HASH_VALUE),
             current_lengths_nb=zeros.clone(),
             last_timestamp_lasts=zeros.clone(),
-            fusion_states=self.computer.biasing.get_init_states(batch_size=beam, bos=True).to(device),
+            fusion_states=[self._start_states(model, device) for model in self.computer.fusion_models],
             time_jumps=zeros.clone() if self.is_tdt else None,
             histories=[[] for _ in range(beam)],
         )
@@ -233,7 +254,10 @@ class BeamSearch:
         state.predictor_rows = [state.predictor_rows[beam] for _ in rows]
         state.predictor_outputs = state.predictor_outputs[rows].clone()
         state.labels = state.labels[rows].clone()
-        state.fusion_states = state.fusion_states[rows].clone()
+        biasing = state.fusion_states[0]
+        state.fusion_states = [biasing[rows].clone()]  # a term in progress carries over; the LM restarts
+        for lm in self.computer.fusion_models[1:]:
+            state.fusion_states.append(self._start_states(lm, biasing.device))
         state.last_timestamp_lasts = state.last_timestamp_lasts[rows].clone()
         if state.time_jumps is not None:
             state.time_jumps = state.time_jumps[rows].clone()
@@ -245,9 +269,11 @@ class BeamSearch:
 
     def reset_biasing(self, state: BeamStreamState) -> None:
         """Every beam's biasing state back to the start (the stream's vocabulary changed)."""
-        state.fusion_states = self.computer.biasing.get_init_states(batch_size=self.beam_size, bos=True).to(
-            state.fusion_states.device
-        )
+        state.fusion_states[0] = self._start_states(self.computer.biasing, state.fusion_states[0].device)
+
+    def _start_states(self, model: Any, device: torch.device) -> torch.Tensor:
+        """A fusion model's start (<s>) state for each beam."""
+        return model.get_init_states(batch_size=self.beam_size, bos=True).to(device)
 
     def _merge(self, states: list[BeamStreamState]) -> BatchedBeamState:
         decoder = self.computer.decoder
@@ -256,7 +282,9 @@ class BeamSearch:
             predictor_outputs=torch.cat([s.predictor_outputs for s in states]),
             labels=torch.stack([s.labels for s in states]),
             decoded_lengths=torch.tensor([s.decoded_frames for s in states], device=states[0].labels.device),
-            fusion_states_list=[torch.cat([s.fusion_states for s in states])],
+            fusion_states_list=[
+                torch.cat(per_model) for per_model in zip(*(s.fusion_states for s in states), strict=True)
+            ],
             time_jumps=torch.stack([s.time_jumps for s in states]) if self.is_tdt else None,
             scores=torch.stack([s.scores for s in states]),
             transcript_hash=torch.stack([s.transcript_hash for s in states]),
@@ -268,7 +296,7 @@ class BeamSearch:
     def _split(self, batched: BatchedBeamState, states: list[BeamStreamState]) -> None:
         beam = self.beam_size
         rows = self.computer.decoder.batch_split_states(batched.predictor_states)
-        fusion_states = batched.fusion_states_list[0].view(len(states), beam)
+        fusion_states = [f.view(len(states), beam) for f in batched.fusion_states_list]
         outputs = batched.predictor_outputs.view(len(states), beam, *batched.predictor_outputs.shape[1:])
         for b, state in enumerate(states):
             state.predictor_rows = rows[b * beam : (b + 1) * beam]
@@ -278,7 +306,7 @@ class BeamSearch:
             state.transcript_hash = batched.transcript_hash[b].clone()
             state.current_lengths_nb = batched.current_lengths_nb[b].clone()
             state.last_timestamp_lasts = batched.last_timestamp_lasts[b].clone()
-            state.fusion_states = fusion_states[b].clone()
+            state.fusion_states = [f[b].clone() for f in fusion_states]
             if self.is_tdt:
                 state.time_jumps = batched.time_jumps[b].clone()
             state.decoded_frames = int(batched.decoded_lengths[b])

@@ -12,7 +12,22 @@ from typing import Any
 import torch
 
 from backend.engine.steps import StepItem, StepOutput, make_frame
-from backend.engine.types import EngineConfig, Final, Word
+from backend.engine.types import EngineConfig, EngineError, Final, Word
+
+
+def load_lm(path: str, asr_model: Any) -> Any:
+    """A token-level n-gram LM (NeMo ``NGramGPULanguageModel``, ``.nemo`` or ARPA) over the model's
+    vocabulary, on the model's device; ``EngineError`` when it does not fit the model."""
+    from nemo.collections.asr.parts.submodules.ngram_lm import NGramGPULanguageModel
+
+    vocab_size = int(asr_model.decoder.blank_idx)  # labels without blank
+    try:
+        lm = NGramGPULanguageModel.from_file(path, vocab_size=vocab_size, use_triton=False)
+    except (AssertionError, FileNotFoundError, ValueError) as exc:
+        raise EngineError(f"language model {path} does not load for this model: {exc!r}") from exc
+    if int(lm.vocab_size) != vocab_size:
+        raise EngineError(f"language model {path} has {lm.vocab_size} labels, the model {vocab_size}")
+    return lm.to(asr_model.device).eval()
 
 
 class BeamStreams:
@@ -22,7 +37,10 @@ class BeamStreams:
         from backend.engine.beam import BeamSearch, build_beam_computer
 
         asr_model = wrapper.asr_model
-        computer = build_beam_computer(asr_model, multi_model, config.beam_size, config.max_symbols_per_step)
+        lm = load_lm(config.lm_path, asr_model) if config.lm_path and config.lm_alpha > 0 else None
+        computer = build_beam_computer(
+            asr_model, multi_model, config.beam_size, config.max_symbols_per_step, lm, config.lm_alpha
+        )
         self.search = BeamSearch(computer)
         self.tokenizer = wrapper.tokenizer
         self.frame_s: float = wrapper.get_model_stride(in_secs=True)
