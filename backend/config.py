@@ -76,6 +76,11 @@ class Settings(BaseSettings):
     engine_max_batch_streams: int = Field(64, ge=1, description="Streams in one decode step.")
     engine_max_wait_ms: float = Field(20.0, ge=0, description="Wait for more ready streams, ms.")
     beam_size: int = Field(4, ge=1, le=16, description="Beam width of beam decoding.")
+    default_decoding: Literal["greedy", "beam"] = Field(
+        "beam",
+        description="Decoding of meetings and dictations created without one: beam (with the LM: ~10 WER "
+        "points better on the bundled model) or greedy (cheapest).",
+    )
     engine_left_context_s: float = Field(
         2.0, ge=0, description="Audio re-encoded before each chunk by buffered (non cache-aware) models, s."
     )
@@ -117,7 +122,6 @@ class Settings(BaseSettings):
         return value
 
 
-@lru_cache(maxsize=1)
 def lm_path(settings: Settings) -> str | None:
     """The LM the engine fuses into beam search, or None (see ``Settings.lm``)."""
     if settings.lm == "none":
@@ -128,6 +132,7 @@ def lm_path(settings: Settings) -> str | None:
     return str(BUNDLED_LM_PATH) if bundled and BUNDLED_LM_PATH.is_file() else None
 
 
+@lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide settings, read once from the environment."""
     return Settings()

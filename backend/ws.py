@@ -235,7 +235,7 @@ class CaptionSession:
             await self._send(_final_message(segment))
 
     def _options(self, handle: Any) -> Any:
-        decoding = self.live.decoding if self.live else "greedy"
+        decoding = self.live.decoding if self.live else self.svc.settings.default_decoding
         return StreamOptions(chunk_s=self.chunk_s, decoding=decoding, vocabulary=handle)
 
     async def _open_session(self, message: dict[str, Any]) -> tuple[str, list[CaptionSegment]]:

@@ -8,6 +8,8 @@ import io
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from backend.config import Settings
+
 
 def _vocabulary(admin: TestClient, name: str = "Pharmacy") -> int:
     response = admin.post("/api/vocabularies", json={"name": name})
@@ -154,6 +156,16 @@ def test_meeting_lifecycle_compiles_vocabulary_at_start(admin: TestClient, fake_
     assert ended.json()["meeting"]["status"] == "ended"
     assert fake_engine.live_handles == set()
     assert admin.post(f"/api/meetings/{meeting['id']}/ticket").status_code == 409
+
+
+def test_meetings_and_dictations_default_to_the_configured_decoding(
+    admin: TestClient, settings: Settings
+) -> None:
+    assert admin.post("/api/meetings", json={"title": "a"}).json()["meeting"]["decoding"] == "beam"
+    assert admin.post("/api/dictations", json={}).json()["meeting"]["decoding"] == "beam"
+    settings.default_decoding = "greedy"
+    assert admin.post("/api/meetings", json={"title": "b"}).json()["meeting"]["decoding"] == "greedy"
+    assert admin.post("/api/dictations", json={}).json()["meeting"]["decoding"] == "greedy"
 
 
 def test_meeting_validation(admin: TestClient) -> None:

@@ -125,7 +125,11 @@ async def create_meeting(request: Request) -> JSONResponse:
     svc = services(request)
     async with svc.db.session() as db:
         meeting = Meeting(
-            title="", owner_id=principal.user_id, chunk_ms=1120, decoding="greedy", vocabularies=[]
+            title="",
+            owner_id=principal.user_id,
+            chunk_ms=1120,
+            decoding=svc.settings.default_decoding,
+            vocabularies=[],
         )
         _apply_fields(meeting, body, svc.settings.allowed_chunk_s)
         meeting.vocabularies = await _vocabularies(db, body.get("vocabulary_ids", []), principal)
@@ -154,7 +158,7 @@ async def create_dictation(request: Request) -> JSONResponse:
             title=f"Dictation by {principal.username}",
             owner_id=principal.user_id,
             chunk_ms=1120,
-            decoding="greedy",
+            decoding=svc.settings.default_decoding,
             vocabularies=personal,
         )
         _apply_fields(meeting, body, svc.settings.allowed_chunk_s)

@@ -48,8 +48,8 @@ function createForm() {
     h("option", { value: "1.12" }, "1.12 s — a little more accurate"),
   );
   const decoding = h("select", { id: "meeting-decoding" },
+    h("option", { value: "beam" }, "Beam search — most accurate"),
     h("option", { value: "greedy" }, "Greedy — lowest cost"),
-    h("option", { value: "beam" }, "Beam search — best with vocabularies"),
   );
   const checks = vocabularyChecks("new-meeting-vocab");
   const error = h("p", { class: "form-error", role: "alert" });
