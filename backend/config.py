@@ -124,11 +124,17 @@ class Settings(BaseSettings):
 
 def lm_path(settings: Settings) -> str | None:
     """The LM the engine fuses into beam search, or None (see ``Settings.lm``)."""
-    if settings.lm == "none":
+    return resolve_lm(settings.model, settings.lm)
+
+
+def resolve_lm(model: str, lm: str) -> str | None:
+    """``lm`` is a path, ``none``, or ``auto``: the bundled LM when ``model`` is the bundled model (an LM is
+    tied to its model's vocabulary), else none."""
+    if lm == "none":
         return None
-    if settings.lm != "auto":
-        return settings.lm
-    bundled = Path(settings.model).resolve() == BUNDLED_MODEL_PATH.resolve()
+    if lm != "auto":
+        return lm
+    bundled = Path(model).resolve() == BUNDLED_MODEL_PATH.resolve()
     return str(BUNDLED_LM_PATH) if bundled and BUNDLED_LM_PATH.is_file() else None
 
 

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
+    from backend.config import resolve_lm
     from backend.engine import EngineConfig
     from eval.dataset import load_set
     from eval.report import plot, table, to_row, write_outputs
@@ -84,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         beam_size=args.beam_size,
         left_context_s=args.left_context,
         right_context_s=args.right_context,
+        lm_path=resolve_lm(str(args.model), args.lm),
+        lm_alpha=args.lm_alpha,
     )
     audio_s = sum(item.duration_s for item in eval_set.items)
     print(f"{len(eval_set.items)} utterances ({audio_s / 60:.1f} min), {len(configs)} configurations")
@@ -183,6 +186,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--max-batch-streams", type=int, default=64)
     r.add_argument("--max-wait-ms", type=float, default=20.0)
     r.add_argument("--beam-size", type=int, default=4)
+    r.add_argument(
+        "--lm",
+        default="auto",
+        help="token n-gram LM for beam search: a path, none, or auto (the bundled LM with the bundled model)",
+    )
+    r.add_argument("--lm-alpha", type=float, default=0.7, help="LM weight in beam search")
     r.add_argument(
         "--left-context", type=float, default=2.0, help="s re-encoded before each chunk (server: 2.0)"
     )

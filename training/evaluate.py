@@ -47,11 +47,15 @@ def decode(decoding, enc: torch.Tensor, enc_len: torch.Tensor) -> str:  # noqa: 
     return decoding.rnnt_decoder_predictions_tensor(encoder_output=enc, encoded_lengths=enc_len)[0].text
 
 
-def beam_decoding(model, beam_size: int):  # noqa: ANN001, ANN201
-    """A separate batched beam-search (modified ALSD) decoder over the model's prediction net and joint."""
+def beam_decoding(model, beam_size: int, lm: Path | None = None, lm_alpha: float = 0.0):  # noqa: ANN001, ANN201
+    """A separate batched beam-search (modified ALSD) decoder over the model's prediction net and joint,
+    optionally with a token n-gram LM fused (NeMo's NGPU-LM; what the engine does in beam search)."""
     from nemo.collections.asr.parts.submodules.rnnt_decoding import RNNTBPEDecoding
 
-    cfg = OmegaConf.create({"strategy": "malsd_batch", "beam": {"beam_size": beam_size}})
+    beam: dict = {"beam_size": beam_size, "allow_cuda_graphs": False}
+    if lm is not None and lm_alpha > 0:
+        beam |= {"ngram_lm_model": str(lm), "ngram_lm_alpha": lm_alpha}
+    cfg = OmegaConf.create({"strategy": "malsd_batch", "beam": beam})
     return RNNTBPEDecoding(
         decoding_cfg=cfg, decoder=model.decoder, joint=model.joint, tokenizer=model.tokenizer
     )
@@ -68,13 +72,17 @@ def main() -> None:
     parser.add_argument("--right", type=float, default=0.56)
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--beam", type=int, default=0, help="also decode with beam search of this width")
+    parser.add_argument("--lm", type=Path, default=None, help="token n-gram LM fused into beam search")
+    parser.add_argument("--lm-alpha", type=float, default=0.7)
     parser.add_argument("--wav", type=Path, nargs="*", default=[])
     parser.add_argument("--out", type=Path, default=None, help="write results (JSON) here")
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = load_model(args.model)
-    beam = beam_decoding(model, args.beam) if args.beam > 1 else None
+    beam = beam_decoding(model, args.beam, args.lm, args.lm_alpha) if args.beam > 1 else None
     results: dict = {"model": str(args.model), "left_s": args.left, "right_s": args.right}
+    if beam is not None and args.lm is not None:
+        results |= {"lm": str(args.lm), "lm_alpha": args.lm_alpha}
     for manifest in args.manifest:
         entries = [json.loads(x) for x in manifest.read_text().splitlines() if x.strip()]
         entries = entries[: args.limit] if args.limit else entries
