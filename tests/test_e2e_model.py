@@ -41,13 +41,14 @@ def chunks(audio: np.ndarray, chunk_samples: int) -> list[bytes]:
 
 
 def offline_finals(audio: np.ndarray, chunk_s: float) -> list[str]:
-    """The engine's decode of the same audio, one stream, no server in between."""
+    """The engine's decode of the same audio, one stream, no server in between (the default decoding:
+    beam search with the bundled LM)."""
 
     async def decode() -> list[str]:
         engine = build_engine(Settings())  # the configuration `make run` uses
         await engine.start()
         try:
-            stream = engine.open_stream(StreamOptions(chunk_s=chunk_s))
+            stream = engine.open_stream(StreamOptions(chunk_s=chunk_s, decoding=Settings().default_decoding))
             texts = []
             for frame in chunks(audio, engine.chunk_samples(chunk_s)):
                 texts += [f.text for f in (await stream.push(frame)).finals]
