@@ -26,6 +26,7 @@ from nemo.collections.asr.metrics.wer import word_error_rate
 from tqdm import tqdm
 
 import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+from training.checkpoint import is_frozen
 from training.features import load_model
 from training.rnnt_loss import rnnt_loss
 
@@ -165,8 +166,10 @@ def main() -> None:
     ckpt_path, step, seen_s = args.work / "ckpt.pt", 0, 0.0
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location="cpu")
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["opt"])
+        missing, unexpected = model.load_state_dict(ckpt["model"], strict=not ckpt.get("compact", False))
+        if unexpected or not all(is_frozen(k) for k in missing):  # compact: Whisper comes from --init
+            raise RuntimeError(f"checkpoint does not fit: missing={missing} unexpected={unexpected}")
+        opt.load_state_dict(ckpt["opt"])  # casts the moments of a compact checkpoint back to float32
         step, seen_s = ckpt["step"], ckpt["seen_s"]
         print(f"resumed from {ckpt_path} at step {step}")
     elif args.warm_start:
