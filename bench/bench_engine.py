@@ -24,6 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from backend.config import resolve_lm  # noqa: E402
 from backend.engine import Engine, EngineConfig, StreamOptions, VocabularyHandle  # noqa: E402
 from backend.engine.tiny_model import build_tiny_transducer  # noqa: E402
 
@@ -143,6 +144,8 @@ async def main(args: argparse.Namespace) -> None:
         beam_size=args.beam_size,
         allowed_chunk_s=tuple(chunk_sizes),
         max_live_streams=max(stream_counts),
+        lm_path=resolve_lm(model, args.lm),
+        lm_alpha=args.lm_alpha,
     )
     engine = Engine(config)
     await engine.start()
@@ -190,6 +193,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=6.72, help="audio per stream, seconds")
     parser.add_argument("--terms", type=int, default=1000, help="terms per stream's list")
     parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--lm", default="auto", help="n-gram LM for beam: a path, none, or auto (bundled)")
+    parser.add_argument("--lm-alpha", type=float, default=0.7)
     parser.add_argument("--max-wait-ms", type=float, default=20.0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the decode worker")
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration; the best is kept")
