@@ -144,6 +144,7 @@ async def main(args: argparse.Namespace) -> None:
         beam_size=args.beam_size,
         allowed_chunk_s=tuple(chunk_sizes),
         max_live_streams=max(stream_counts),
+        right_context_s=args.right_context,
         lm_path=resolve_lm(model, args.lm),
         lm_alpha=args.lm_alpha,
     )
@@ -193,6 +194,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=6.72, help="audio per stream, seconds")
     parser.add_argument("--terms", type=int, default=1000, help="terms per stream's list")
     parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument(
+        "--right-context", type=float, default=0.56, help="look-ahead of buffered models, s (server default)"
+    )
     parser.add_argument("--lm", default="auto", help="n-gram LM for beam: a path, none, or auto (bundled)")
     parser.add_argument("--lm-alpha", type=float, default=0.7)
     parser.add_argument("--max-wait-ms", type=float, default=20.0)
