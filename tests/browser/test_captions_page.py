@@ -42,6 +42,8 @@ def page_lines(page: object) -> list[tuple[int, str]]:
 def test_sentence_is_captioned_highlighted_and_exported(page: object, server: object, rest: object) -> None:
     meeting = live_meeting(rest, "Ward round", terms=({"text": "linezolid", "display": "Linezolid"},))
     log_in(page, server.base_url, f"/?meeting={meeting['id']}")
+    # the page fills these in once it has fetched the meeting (after the login form hides)
+    page.wait_for_function("document.querySelector('#chunk-info').textContent.trim() !== ''", timeout=15000)
     assert page.inner_text("#meeting-title") == "Ward round"
     assert page.inner_text("#chunk-info") == "0.56 s chunks"
 
