@@ -416,16 +416,23 @@ async def test_metrics_count_sessions_and_finals(server: LiveServer) -> None:
     assert "captions_engine_ready 1.0" in after
 
 
+async def speak_and_drop(server: LiveServer, api: httpx.Client, meeting_id: int) -> dict[str, Any]:
+    """Three words (finals word61..63), then the client vanishes while a slow engine (0.45 s a step) still
+    has ~2 s of its audio queued; returns the ``ready`` message (resume token)."""
+    ws = await open_ws(server, ticket(api, meeting_id))
+    ready = await start(ws)
+    for sample in (61, 0, 62, 0, 63):
+        await ws.send(chunk(sample))
+    await ws.close()
+    return ready
+
+
 async def test_resume_while_the_dropped_connection_is_still_flushing_loses_nothing(tmp_path: Path) -> None:
     """The client reconnects at once while the server is still decoding its last chunks (load-test finding):
     the new connection waits for the old one, replays its finals and numbers on after them."""
     with LiveServer(make_settings(tmp_path), FakeEngine(step_delay_s=0.45)) as live:
         api, meeting_id = meeting(live)
-        ws = await open_ws(live, ticket(api, meeting_id))
-        ready = await start(ws)
-        for sample in (61, 0, 62, 0, 63):
-            await ws.send(chunk(sample))
-        await ws.close()  # the server still has ~2 s of queued decoding for this session
+        ready = await speak_and_drop(live, api, meeting_id)
         again = await open_ws(live, ticket(api, meeting_id))
         await start(again, resume_token=ready["resume_token"], last_seq=0)
         await again.send(chunk(64))
@@ -449,11 +456,7 @@ async def test_resume_on_another_replica_while_the_first_still_flushes_loses_not
         LiveServer(make_settings(tmp_path, **shared), FakeEngine(), migrate=False) as replica_b,
     ):
         api, meeting_id = meeting(replica_a)
-        ws = await open_ws(replica_a, ticket(api, meeting_id))
-        ready = await start(ws)
-        for sample in (61, 0, 62, 0, 63):
-            await ws.send(chunk(sample))
-        await ws.close()  # replica A still has ~2 s of queued decoding for this session
+        ready = await speak_and_drop(replica_a, api, meeting_id)
         again = await open_ws(replica_b, ticket(api, meeting_id))
         resumed = await start(again, resume_token=ready["resume_token"], last_seq=0)
         assert resumed["session_id"] == ready["session_id"]

@@ -20,7 +20,6 @@ import argparse
 import copy
 import json
 import logging
-import random
 import time
 from pathlib import Path
 
@@ -30,20 +29,13 @@ from omegaconf import open_dict
 
 import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
 from training.features import load_model
-from training.train import collate, make_batches
+from training.train import decode_caches
 
 
-@torch.inference_mode()
 def decode(model, items: list[dict], batch_frames: int = 6000) -> tuple[float, list[str]]:  # noqa: ANN001
     """WER and hypotheses (in batch order), batched as ``training.train.evaluate``."""
     model.eval()
-    hyps, refs = [], []
-    for idx in make_batches(items, batch_frames, random.Random(0)):
-        x, lens, _, _ = collate(items, idx, model.tokenizer)
-        enc, enc_len = model.encoder.head(x, lens)
-        out = model.decoding.rnnt_decoder_predictions_tensor(encoder_output=enc, encoded_lengths=enc_len)
-        hyps += [h.text for h in out]
-        refs += [items[i]["text"] for i in idx]
+    hyps, refs = decode_caches(model, items, batch_frames)
     return word_error_rate(hyps, refs), hyps
 
 

@@ -99,8 +99,9 @@ def batch_loss(model, x, lens, y, tlens) -> torch.Tensor:  # noqa: ANN001
 
 
 @torch.inference_mode()
-def evaluate(model, items: list[dict], batch_frames: int = 6000) -> tuple[float, list[str]]:  # noqa: ANN001
-    model.eval()
+def decode_caches(model, items: list[dict], batch_frames: int = 6000) -> tuple[list[str], list[str]]:  # noqa: ANN001
+    """Hypotheses (the model's current decoding) and references of cached items, in batch order; the model
+    must be in eval mode (no augmentation)."""
     hyps, refs = [], []
     for idx in make_batches(items, batch_frames, random.Random(0)):
         x, lens, _, _ = collate(items, idx, model.tokenizer)
@@ -108,6 +109,13 @@ def evaluate(model, items: list[dict], batch_frames: int = 6000) -> tuple[float,
         out = model.decoding.rnnt_decoder_predictions_tensor(encoder_output=enc, encoded_lengths=enc_len)
         hyps += [h.text for h in out]
         refs += [items[i]["text"] for i in idx]
+    return hyps, refs
+
+
+def evaluate(model, items: list[dict], batch_frames: int = 6000) -> tuple[float, list[str]]:  # noqa: ANN001
+    """Greedy WER on cached items, and three hypotheses with their references; back to training mode after."""
+    model.eval()
+    hyps, refs = decode_caches(model, items, batch_frames)
     model.train()
     model.encoder.eval()
     return word_error_rate(hyps, refs), hyps[:3] + refs[:3]
@@ -157,10 +165,8 @@ def main() -> None:
     model._feat_noise = args.feat_noise
     model._bf16_joint = args.bf16_joint
     model._time_masks = args.time_masks
-    for p in model.encoder.parameters():
-        p.requires_grad_(False)
-    for p in [*model.encoder.proj.parameters(), *model.encoder.top.parameters()]:
-        p.requires_grad_(True)
+    for name, p in model.named_parameters():  # Whisper frozen; projection, top blocks, decoder, joint trained
+        p.requires_grad_(not is_frozen(name))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=1e-3)
     ckpt_path, step, seen_s = args.work / "ckpt.pt", 0, 0.0

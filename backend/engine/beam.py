@@ -72,40 +72,41 @@ class RowRoutedBiasing:
         return torch.where(ids >= 0, alpha, torch.zeros_like(alpha)).view(batch_size, beam_size)
 
 
-def _weight_blank_per_row(log_probs: torch.Tensor, alpha: torch.Tensor) -> None:
-    """``lm_weighted_full`` blank scoring (NeMo 3.0.0 ``topk_fusion_model``), per-row alpha, in place."""
-    non_blank_logprob = torch.log1p(-torch.clamp(torch.exp(log_probs[..., -1]), max=1.0 - _EPS))
-    log_probs[..., :-1] += non_blank_logprob.unsqueeze(-1) * alpha.unsqueeze(-1)
-    log_probs[..., -1] *= 1 + alpha
-
-
-class PerStreamRNNTBeamComputer(ModifiedALSDBatchedRNNTComputer):
-    """NeMo 3.0.0 ``ModifiedALSDBatchedRNNTComputer`` whose fusion scoring is per stream."""
+class _PerStreamFusion:
+    """Fusion scoring shared by our RNNT and TDT computers: ``lm_weighted_full`` blank weighting with each
+    row's own alpha (its list's, 0 without a list, plus the LM's) instead of NeMo's single scalar sum."""
 
     biasing: RowRoutedBiasing
     lm_alpha: float = 0.0
+    beam_size: int
+    blank_lm_score_mode: BlankLMScoreMode
+
+    def _fuse(self, fusion_scores_list: list[torch.Tensor], log_probs: torch.Tensor, eps: float) -> None:
+        """Add the fusion scores to ``log_probs`` [batch, beam, V + 1] in place (NeMo 3.0.0
+        ``topk_fusion_model``, late pruning)."""
+        if self.blank_lm_score_mode is BlankLMScoreMode.LM_WEIGHTED_FULL:
+            alpha = self.biasing.row_alpha(log_probs.shape[0], self.beam_size) + self.lm_alpha
+            blank_logprob = log_probs[..., -1]
+            non_blank_logprob = torch.log1p(-torch.clamp(torch.exp(blank_logprob), max=1.0 - eps))
+            log_probs[..., :-1] += non_blank_logprob.unsqueeze(-1) * alpha.unsqueeze(-1)
+            log_probs[..., -1] *= 1 + alpha
+        log_probs[..., :-1] += sum(fusion_scores_list)
+
+
+class PerStreamRNNTBeamComputer(_PerStreamFusion, ModifiedALSDBatchedRNNTComputer):
+    """NeMo 3.0.0 ``ModifiedALSDBatchedRNNTComputer`` whose fusion scoring is per stream."""
 
     def topk_fusion_model(self, fusion_scores_list, log_probs, eps=_EPS):
-        batch_size = log_probs.shape[0]
-        if self.blank_lm_score_mode is BlankLMScoreMode.LM_WEIGHTED_FULL:
-            alpha = self.biasing.row_alpha(batch_size, self.beam_size) + self.lm_alpha
-            _weight_blank_per_row(log_probs, alpha)
-        log_probs[..., :-1] += sum(fusion_scores_list)
+        self._fuse(fusion_scores_list, log_probs, eps)
         return torch.topk(log_probs, self.beam_size, dim=-1, largest=True, sorted=True)
 
 
-class PerStreamTDTBeamComputer(ModifiedALSDBatchedTDTComputer):
+class PerStreamTDTBeamComputer(_PerStreamFusion, ModifiedALSDBatchedTDTComputer):
     """NeMo 3.0.0 ``ModifiedALSDBatchedTDTComputer`` whose fusion scoring is per stream."""
 
-    biasing: RowRoutedBiasing
-    lm_alpha: float = 0.0
-
     def topk_fusion_model(self, fusion_scores_list, log_probs, duration_log_probs, eps=_EPS):
+        self._fuse(fusion_scores_list, log_probs, eps)
         batch_size = log_probs.shape[0]
-        if self.blank_lm_score_mode is BlankLMScoreMode.LM_WEIGHTED_FULL:
-            alpha = self.biasing.row_alpha(batch_size, self.beam_size) + self.lm_alpha
-            _weight_blank_per_row(log_probs, alpha)
-        log_probs[..., :-1] += sum(fusion_scores_list)
         total_log_probs = log_probs[:, :, :, None] + duration_log_probs[:, :, None, :]
         log_probs_top_k, total_idx_top_k = torch.topk(
             total_log_probs.view(batch_size, self.beam_size, -1),

@@ -35,12 +35,10 @@ class RegistryBackend:
         multi_model: Any,
         alpha: float,
         cache_dir: Path | None,
-        params: GraphParams | None = None,
+        params: GraphParams,
     ) -> None:
-        from biasing.graph import GraphParams
         from biasing.registry import BiasingRegistry
 
-        params = params if params is not None else GraphParams()
         # Compiles run in a worker process: a 10,000-term compile in a thread of this process holds the GIL
         # and stalls every stream's decode step (measured in bench/bench_registry.py).
         self._registry = BiasingRegistry(tokenizer, params=params, cache_dir=cache_dir, compile_processes=1)

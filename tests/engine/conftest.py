@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import numpy as np
@@ -31,15 +32,22 @@ def model_path(request: pytest.FixtureRequest) -> Path:
     return request.getfixturevalue(f"{request.param}_model")
 
 
-@pytest_asyncio.fixture
-async def engine(model_path: Path) -> AsyncIterator[Engine]:
-    config = EngineConfig(model=str(model_path), max_wait_ms=20.0, biasing_alpha=3.0, max_symbols_per_step=3)
+@asynccontextmanager
+async def running(config: EngineConfig) -> AsyncIterator[Engine]:
+    """An engine for ``config``, started, and stopped on the way out."""
     engine = Engine(config)
     await engine.start()
     try:
         yield engine
     finally:
         await engine.stop()
+
+
+@pytest_asyncio.fixture
+async def engine(model_path: Path) -> AsyncIterator[Engine]:
+    config = EngineConfig(model=str(model_path), max_wait_ms=20.0, biasing_alpha=3.0, max_symbols_per_step=3)
+    async with running(config) as started:
+        yield started
 
 
 def noise(seed: int, seconds: float) -> np.ndarray:

@@ -13,6 +13,7 @@ import torch
 
 from backend.engine import Engine, EngineConfig, EngineError
 from backend.engine.vocabulary import normalized
+from tests.engine.conftest import running
 from tests.engine.test_engine_beam_extension import TERMS, best, encode, stock_computer
 from tests.engine.test_engine_equivalence import PLANS, outputs, run_batched, run_stream, with_decoding
 
@@ -47,13 +48,15 @@ def lm_arpa(rnnt_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest_asyncio.fixture
 async def lm_engine(rnnt_model: Path, lm_arpa: Path) -> AsyncIterator[Engine]:
-    lm = {"lm_path": str(lm_arpa), "lm_alpha": LM_ALPHA}
-    engine = Engine(EngineConfig(model=str(rnnt_model), biasing_alpha=3.0, max_symbols_per_step=3, **lm))
-    await engine.start()
-    try:
+    config = EngineConfig(
+        model=str(rnnt_model),
+        biasing_alpha=3.0,
+        max_symbols_per_step=3,
+        lm_path=str(lm_arpa),
+        lm_alpha=LM_ALPHA,
+    )
+    async with running(config) as engine:
         yield engine
-    finally:
-        await engine.stop()
 
 
 async def test_rows_with_the_lm_match_nemo_fusion(lm_engine: Engine) -> None:
@@ -97,12 +100,9 @@ async def test_the_lm_steers_beam_streams_and_batching_changes_nothing(
     for handle in handles.values():
         handle.release()
 
-    plain = Engine(EngineConfig(model=str(rnnt_model), biasing_alpha=3.0, max_symbols_per_step=3))
-    await plain.start()
-    try:
+    no_lm = EngineConfig(model=str(rnnt_model), biasing_alpha=3.0, max_symbols_per_step=3)
+    async with running(no_lm) as plain:
         without_lm = [await run_stream(plain, plan, {}) for plan in plans if plan.vocabulary is None]
-    finally:
-        await plain.stop()
     with_lm = [await run_stream(lm_engine, plan, {}) for plan in plans if plan.vocabulary is None]
     assert [outputs(r) for r in with_lm] != [outputs(r) for r in without_lm]
 

@@ -12,7 +12,7 @@ from backend.engine import Engine, EngineConfig, EngineError, StreamOptions
 from biasing.graph import GraphMode, GraphParams
 from biasing.registry import BiasingRegistry
 from biasing.terms import Term, TermValidationError
-from tests.engine.conftest import noise, random_terms
+from tests.engine.conftest import noise, random_terms, running
 
 
 async def test_same_terms_share_one_registration(engine: Engine) -> None:
@@ -86,17 +86,14 @@ async def test_matched_terms_reported_in_finals(engine: Engine) -> None:
 
 @pytest.mark.parametrize("mode", ["case_insensitive", "case_sensitive_tree"])
 async def test_graph_mode_and_tau_come_from_the_config(rnnt_model: Path, mode: str) -> None:
-    engine = Engine(EngineConfig(model=str(rnnt_model), biasing_graph_mode=mode, biasing_tau=1.0))
-    await engine.start()
-    try:
+    config = EngineConfig(model=str(rnnt_model), biasing_graph_mode=mode, biasing_tau=1.0)
+    async with running(config) as engine:
         handle = await engine.load_vocabulary(["Linezolid", "acme group"])
         wanted = GraphParams(mode=GraphMode(mode), tau=1.0)
         expected = BiasingRegistry(engine.tokenizer, wanted).key_for(handle.terms)
         default = BiasingRegistry(engine.tokenizer).key_for(handle.terms)
         assert handle.registration().key == expected != default
         handle.release()
-    finally:
-        await engine.stop()
 
 
 def test_unknown_graph_mode_or_tau_out_of_range_is_rejected() -> None:
@@ -109,12 +106,8 @@ def test_unknown_graph_mode_or_tau_out_of_range_is_rejected() -> None:
 async def test_stop_ends_the_compile_worker_process(rnnt_model: Path) -> None:
     """Vocabularies compile in a worker process; stopping the engine ends it (no leaked process/semaphore)."""
     before = set(multiprocessing.active_children())
-    engine = Engine(EngineConfig(model=str(rnnt_model)))
-    await engine.start()
-    try:
+    async with running(EngineConfig(model=str(rnnt_model))) as engine:
         handle = await engine.load_vocabulary(["Linezolid"])
         assert set(multiprocessing.active_children()) - before  # the compile worker
         handle.release()
-    finally:
-        await engine.stop()
     assert set(multiprocessing.active_children()) <= before
