@@ -57,6 +57,28 @@ def test_state_dict_stores_whisper_weights_in_half_and_loads_back() -> None:
     assert other.conv1.weight.dtype == torch.float32
 
 
+def test_int8_state_stores_matrices_as_int8_and_restores_close_outputs() -> None:
+    enc = tiny_encoder()
+    enc.int8_weights = True
+    state = enc.state_dict()
+    assert state["conv1.weight"].dtype == torch.int8
+    assert state["blocks.0.qkv.weight"].dtype == torch.int8
+    assert state["proj.weight"].dtype == torch.int8
+    assert state["proj.weight.int8_scale"].shape == (48,)
+    assert state["proj.bias"].dtype == torch.float16  # vectors stay float16
+    plain = WhisperEncoder(d_model=64, n_layers=2, n_heads=2, d_out=48, max_positions=200).eval()
+    plain.load_state_dict(state)  # strict: the scales are consumed, whatever the flag of the loader
+    assert plain.proj.weight.dtype == torch.float32
+    err = (plain.proj.weight - enc.proj.weight).abs().max()
+    assert 0 < err <= enc.proj.weight.abs().max() / 127
+    x = torch.randn(1, 80, 240) - 5.0
+    with torch.no_grad():
+        ref, _ = enc(audio_signal=x, length=torch.tensor([240]))
+        out, _ = plain(audio_signal=x, length=torch.tensor([240]))
+    cos = torch.nn.functional.cosine_similarity(ref.flatten(), out.flatten(), dim=0)
+    assert cos > 0.999
+
+
 def test_target_prefix_is_allowed_by_nemo() -> None:
     from nemo.core.classes import common
 

@@ -150,7 +150,10 @@ def main() -> None:
     parser.add_argument("--batch-frames", type=int, default=9000)
     parser.add_argument("--feat-noise", type=float, default=0.05)
     parser.add_argument(
-        "--warm-start", type=Path, default=None, help="ckpt.pt of a smaller model to start from"
+        "--warm-start",
+        type=Path,
+        default=None,
+        help="ckpt.pt (full or compact) of the same or a smaller model to start from, with a fresh schedule",
     )
     parser.add_argument(
         "--bf16-joint", action="store_true", help="joint in bfloat16 (~1.7x faster on AVX512-BF16)"
@@ -181,9 +184,10 @@ def main() -> None:
     elif args.warm_start:
         state = torch.load(args.warm_start, map_location="cpu")["model"]
         missing, unexpected = model.load_state_dict(state, strict=False)
-        if unexpected or any(not k.startswith("encoder.top.") for k in missing):
+        new = [k for k in missing if not is_frozen(k)]  # a compact checkpoint lacks the frozen Whisper
+        if unexpected or any(not k.startswith("encoder.top.") for k in new):
             raise RuntimeError(f"warm start does not fit: missing={missing} unexpected={unexpected}")
-        print(f"warm start from {args.warm_start}; new: {sorted({k.split('.')[2] for k in missing})}")
+        print(f"warm start from {args.warm_start}; new: {sorted({k.split('.')[2] for k in new})}")
     loaded: set[Path] = set()
     train: list[dict] = []
     load_new_caches(args.train, loaded, train)
