@@ -39,7 +39,7 @@ _SCALE = ".int8_scale"
 
 
 def quantize_int8(weight: Tensor) -> tuple[Tensor, Tensor]:
-    """Symmetric int8 per output channel (dim 0): ``(q int8, scale float32 [out])``, ``weight ~ q * scale``."""
+    """Symmetric int8 per output channel (dim 0): ``(q int8, scale float32 [out])``; ``w ~ q * scale``."""
     flat = weight.detach().float().reshape(weight.shape[0], -1)
     scale = flat.abs().amax(dim=1).clamp_min(1e-12) / 127.0
     q = torch.round(flat / scale[:, None]).clamp(-127, 127).to(torch.int8)
