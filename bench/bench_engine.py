@@ -193,12 +193,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--decodings", default="greedy,beam", help="greedy, beam or both")
     parser.add_argument("--seconds", type=float, default=6.72, help="audio per stream, seconds")
     parser.add_argument("--terms", type=int, default=1000, help="terms per stream's list")
-    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--beam-size", type=int, default=8, help="beams per stream (server default)")
     parser.add_argument(
         "--right-context", type=float, default=0.56, help="look-ahead of buffered models, s (server default)"
     )
     parser.add_argument("--lm", default="auto", help="n-gram LM for beam: a path, none, or auto (bundled)")
-    parser.add_argument("--lm-alpha", type=float, default=0.7)
+    parser.add_argument("--lm-alpha", type=float, default=0.85, help="LM weight (server default)")
     parser.add_argument("--max-wait-ms", type=float, default=20.0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the decode worker")
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration; the best is kept")

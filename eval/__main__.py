@@ -185,13 +185,13 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--threads", type=int, default=1, help="torch threads of the decode thread")
     r.add_argument("--max-batch-streams", type=int, default=64)
     r.add_argument("--max-wait-ms", type=float, default=20.0)
-    r.add_argument("--beam-size", type=int, default=4)
+    r.add_argument("--beam-size", type=int, default=8, help="beams per stream (server default: 8)")
     r.add_argument(
         "--lm",
         default="auto",
         help="token n-gram LM for beam search: a path, none, or auto (the bundled LM with the bundled model)",
     )
-    r.add_argument("--lm-alpha", type=float, default=0.7, help="LM weight in beam search")
+    r.add_argument("--lm-alpha", type=float, default=0.85, help="LM weight in beam search (server: 0.85)")
     r.add_argument(
         "--left-context", type=float, default=2.0, help="s re-encoded before each chunk (server: 2.0)"
     )

@@ -9,7 +9,8 @@ score is added to the non-blank log-probs, the blank / non-blank decision stays 
 
 Usage:
     PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python -m training.lm_eval \
-        --ckpt training/work/run3/ckpt.pt --lm training/work/lm/tokens_4gram.nemo \
+        --init models/captions-embedded.nemo [--ckpt training/work/run5/ckpt.pt] \
+        --lm training/work/lm/tokens_4gram.nemo \
         --alphas 0.1 0.2 0.3 0.5 0.7 [--beam 4 --beam-alphas 0 0.2 0.3 0.5] \
         [--json training/work/lm/eval.json]
 """
@@ -66,7 +67,9 @@ def set_decoding(model, base_cfg, strategy: str, lm: Path | None, alpha: float, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--init", type=Path, default=Path("training/work/init_top4.nemo"))
-    ap.add_argument("--ckpt", type=Path, default=Path("training/work/run3/ckpt.pt"))
+    ap.add_argument(
+        "--ckpt", type=Path, default=None, help="training checkpoint to load (default: --init's own weights)"
+    )
     ap.add_argument(
         "--eval",
         type=Path,
@@ -88,11 +91,14 @@ def main() -> None:
     logging.getLogger("nemo_logger").setLevel(logging.ERROR)
 
     model = load_model(args.init)
-    ckpt = torch.load(args.ckpt, map_location="cpu")
-    model.load_state_dict(ckpt["model"])
+    if args.ckpt is not None:
+        ckpt = torch.load(args.ckpt, map_location="cpu")
+        model.load_state_dict(ckpt["model"])
+        print(f"checkpoint {args.ckpt} step {ckpt.get('step')}", flush=True)
+        del ckpt
+    else:
+        print(f"weights of {args.init}", flush=True)
     model.eval()
-    print(f"checkpoint {args.ckpt} step {ckpt.get('step')}", flush=True)
-    del ckpt
     base_cfg = copy.deepcopy(model.cfg.decoding)
     sets = {p.stem: torch.load(p) for p in args.eval}
     for name, items in sets.items():
