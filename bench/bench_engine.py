@@ -198,7 +198,7 @@ def parse_args() -> argparse.Namespace:
         "--right-context", type=float, default=0.56, help="look-ahead of buffered models, s (server default)"
     )
     parser.add_argument("--lm", default="auto", help="n-gram LM for beam: a path, none, or auto (bundled)")
-    parser.add_argument("--lm-alpha", type=float, default=0.85, help="LM weight (server default)")
+    parser.add_argument("--lm-alpha", type=float, default=0.7, help="LM weight (server default)")
     parser.add_argument("--max-wait-ms", type=float, default=20.0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the decode worker")
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration; the best is kept")

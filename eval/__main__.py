@@ -191,7 +191,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="token n-gram LM for beam search: a path, none, or auto (the bundled LM with the bundled model)",
     )
-    r.add_argument("--lm-alpha", type=float, default=0.85, help="LM weight in beam search (server: 0.85)")
+    r.add_argument("--lm-alpha", type=float, default=0.7, help="LM weight in beam search (server: 0.7)")
     r.add_argument(
         "--left-context", type=float, default=2.0, help="s re-encoded before each chunk (server: 2.0)"
     )

@@ -128,11 +128,14 @@ def main() -> None:
             from scipy.signal import resample_poly
 
             audio = resample_poly(audio, 16000, sr).astype("float32")
-        text = decode(
-            model.decoding, *encode_buffered(model, torch.from_numpy(audio), args.left, 1.12, args.right)
-        )
+        enc, enc_len = encode_buffered(model, torch.from_numpy(audio), args.left, 1.12, args.right)
+        text = decode(model.decoding, enc, enc_len)
         results[f"wav:{wav_path.name}"] = text
         print(f"{wav_path.name}: {text}")
+        if beam is not None:
+            text = decode(beam, enc, enc_len)
+            results[f"wav_beam{args.beam}:{wav_path.name}"] = text
+            print(f"{wav_path.name} (beam {args.beam}): {text}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
 
