@@ -1,6 +1,6 @@
 """The captions page on the real engine with the bundled model: the synthesised sentence is recognised.
 
-The bundled model still misspells many words (about 48 % WER on held-out voices, models/MODEL_CARD.md), so the
+The bundled model still misspells many words (27-37 % WER on held-out voices, models/MODEL_CARD.md), so the
 check is character similarity to the spoken sentence, not exact words: an unrelated sentence scores ~0.2."""
 
 from __future__ import annotations
