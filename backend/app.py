@@ -122,6 +122,7 @@ def build_engine(settings: Settings) -> Any:
             biasing_tau=settings.biasing_tau,
             lm_path=lm_path(settings),
             lm_alpha=settings.lm_alpha,
+            lm_token_bonus=settings.lm_token_bonus,
             left_context_s=settings.engine_left_context_s,
             right_context_s=settings.engine_right_context_s,
             vocabulary_cache_dir=str(settings.cache_dir),

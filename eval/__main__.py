@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         right_context_s=args.right_context,
         lm_path=resolve_lm(str(args.model), args.lm),
         lm_alpha=args.lm_alpha,
+        lm_token_bonus=args.lm_token_bonus,
     )
     audio_s = sum(item.duration_s for item in eval_set.items)
     print(f"{len(eval_set.items)} utterances ({audio_s / 60:.1f} min), {len(configs)} configurations")
@@ -192,6 +193,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         help="token n-gram LM for beam search: a path, none, or auto (the bundled LM with the bundled model)",
     )
     r.add_argument("--lm-alpha", type=float, default=0.7, help="LM weight in beam search (server: 0.7)")
+    r.add_argument(
+        "--lm-token-bonus", type=float, default=1.0, help="per-token score with the LM (server default: 1.0)"
+    )
     r.add_argument(
         "--left-context", type=float, default=2.0, help="s re-encoded before each chunk (server: 2.0)"
     )

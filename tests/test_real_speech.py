@@ -11,9 +11,13 @@ def test_settings_parse_greedy_and_beam_with_lm_weight() -> None:
     assert Setting.parse("greedy") == Setting("greedy")
     assert Setting.parse("beam:8:0.7") == Setting("beam", 8, 0.7)
     assert str(Setting.parse("beam:4:0")) == "beam 4, LM 0"
+    assert Setting.parse("beam:8:0.7:1.5") == Setting("beam", 8, 0.7, 1.5)
+    assert str(Setting.parse("beam:8:0.7:1.5")) == "beam 8, LM 0.7, bonus 1.5"
 
 
-@pytest.mark.parametrize("bad", ["beam", "beam:8", "beam:0:0.7", "beam:4:-1", "greedy:4:0.7"])
+@pytest.mark.parametrize(
+    "bad", ["beam", "beam:8", "beam:0:0.7", "beam:4:-1", "beam:4:0.7:-1", "greedy:4:0.7"]
+)
 def test_malformed_settings_are_rejected_by_name(bad: str) -> None:
     with pytest.raises(ValueError, match=bad):
         Setting.parse(bad)

@@ -5,9 +5,11 @@ read published texts (Dickens' opening of *A Tale of Two Cities*, Beckett's "Eve
 whose words are known, so their WER can be measured (lower-cased, punctuation removed: the readings'
 punctuation is not known). The other files are transcribed without a score.
 
-Each setting is ``greedy`` or ``beam:<beams>:<lm weight>`` (weight 0: no LM). Every WAV is streamed in
+Each setting is ``greedy`` or ``beam:<beams>:<lm weight>[:<token bonus>]`` (weight 0: no LM; the bonus is
+``EngineConfig.lm_token_bonus``). Every WAV is streamed in
 chunks of ``--chunk`` seconds through ``backend.engine`` (buffered: 2 s left, 0.56 s right, as served);
-the finals are joined.
+the finals are joined. ``--manifest`` adds NeMo manifests (e.g. the synthetic held-out test sets), scored
+cased and punctuated like ``training/evaluate.py``, through the same engine path.
 
 Usage::
 
@@ -48,21 +50,26 @@ class Setting:
     decoding: str
     beams: int = 1
     lm_alpha: float = 0.0
+    token_bonus: float = 0.0
 
     @classmethod
     def parse(cls, text: str) -> Setting:
         if text == "greedy":
             return cls("greedy")
         parts = text.split(":")
-        if len(parts) != 3 or parts[0] != "beam":
-            raise ValueError(f"{text!r}: expected 'greedy' or 'beam:<beams>:<lm weight>'")
+        if len(parts) not in (3, 4) or parts[0] != "beam":
+            raise ValueError(f"{text!r}: expected 'greedy' or 'beam:<beams>:<lm weight>[:<token bonus>]'")
         beams, alpha = int(parts[1]), float(parts[2])
-        if beams < 1 or alpha < 0:
-            raise ValueError(f"{text!r}: beams must be >= 1 and the LM weight >= 0")
-        return cls("beam", beams, alpha)
+        bonus = float(parts[3]) if len(parts) == 4 else 0.0
+        if beams < 1 or alpha < 0 or bonus < 0:
+            raise ValueError(f"{text!r}: beams must be >= 1, the LM weight and the bonus >= 0")
+        return cls("beam", beams, alpha, bonus)
 
     def __str__(self) -> str:
-        return "greedy" if self.decoding == "greedy" else f"beam {self.beams}, LM {self.lm_alpha:g}"
+        if self.decoding == "greedy":
+            return "greedy"
+        bonus = f", bonus {self.token_bonus:g}" if self.token_bonus else ""
+        return f"beam {self.beams}, LM {self.lm_alpha:g}{bonus}"
 
 
 def plain_words(text: str) -> list[str]:
@@ -108,6 +115,7 @@ async def transcribe(model: str, setting: Setting, wavs: list[Path], chunk_s: fl
             beam_size=setting.beams,
             lm_path=lm_path,
             lm_alpha=setting.lm_alpha,
+            lm_token_bonus=setting.token_bonus,
             allowed_chunk_s=(chunk_s,),
             left_context_s=2.0,
             right_context_s=0.56,
@@ -137,21 +145,35 @@ def main() -> None:
     )
     parser.add_argument("--model", default="models/captions-embedded.nemo")
     parser.add_argument("--settings", nargs="+", type=Setting.parse, default=[Setting("greedy")])
-    parser.add_argument("--wav", type=Path, nargs="+", required=True)
+    parser.add_argument("--wav", type=Path, nargs="*", default=[])
+    parser.add_argument("--manifest", type=Path, nargs="*", default=[], help="NeMo manifests to score")
     parser.add_argument("--chunk", type=float, default=1.12)
     parser.add_argument("--out", type=Path, default=None, help="write transcripts and WER (JSON) here")
     args = parser.parse_args()
     import torch
+    from nemo.collections.asr.metrics.wer import word_error_rate
 
     torch.set_num_threads(1)
     results = []
+    manifests = {
+        m: [json.loads(line) for line in m.read_text().splitlines() if line.strip()] for m in args.manifest
+    }
     for setting in args.settings:
-        texts = asyncio.run(transcribe(args.model, setting, args.wav, args.chunk))
-        wer, words = pooled_wer(texts)
-        for name, text in texts.items():
-            print(f"[{setting}] {name}: {text}", flush=True)
-        print(f"[{setting}] WER {wer * 100:.1f} % over {words} reference words", flush=True)
-        results.append({"setting": str(setting), "wer": wer, "words": words, "texts": texts})
+        row: dict = {"setting": str(setting)}
+        if args.wav:
+            texts = asyncio.run(transcribe(args.model, setting, args.wav, args.chunk))
+            wer, words = pooled_wer(texts)
+            for name, text in texts.items():
+                print(f"[{setting}] {name}: {text}", flush=True)
+            print(f"[{setting}] WER {wer * 100:.1f} % over {words} reference words", flush=True)
+            row |= {"wer": wer, "words": words, "texts": texts}
+        for path, entries in manifests.items():
+            wavs = [Path(e["audio_filepath"]) for e in entries]
+            texts = asyncio.run(transcribe(args.model, setting, wavs, args.chunk))
+            wer = word_error_rate([texts[w.name] for w in wavs], [e["text"] for e in entries])
+            print(f"[{setting}] {path}: cased WER {wer * 100:.2f} % ({len(entries)} utterances)", flush=True)
+            row[str(path)] = wer
+        results.append(row)
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
 

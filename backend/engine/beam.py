@@ -78,6 +78,7 @@ class _PerStreamFusion:
 
     biasing: RowRoutedBiasing
     lm_alpha: float = 0.0
+    lm_token_bonus: float = 0.0  # added to non-blank labels when the LM is fused (0: NeMo's scoring)
     beam_size: int
     blank_lm_score_mode: BlankLMScoreMode
 
@@ -91,6 +92,8 @@ class _PerStreamFusion:
             log_probs[..., :-1] += non_blank_logprob.unsqueeze(-1) * alpha.unsqueeze(-1)
             log_probs[..., -1] *= 1 + alpha
         log_probs[..., :-1] += sum(fusion_scores_list)
+        if self.lm_token_bonus:
+            log_probs[..., :-1] += self.lm_token_bonus
 
 
 class PerStreamRNNTBeamComputer(_PerStreamFusion, ModifiedALSDBatchedRNNTComputer):
@@ -136,9 +139,11 @@ def build_beam_computer(
     max_symbols: int,
     lm: Any = None,
     lm_alpha: float = 0.0,
+    lm_token_bonus: float = 0.0,
 ):
     """A batched MALSD computer (RNNT or TDT) over the model's decoder/joint with per-stream biasing and,
-    optionally, a token n-gram LM (``lm``, weight ``lm_alpha``). Fusion models: [biasing, lm]."""
+    optionally, a token n-gram LM (``lm``, weight ``lm_alpha``, and ``lm_token_bonus`` added to every
+    non-blank label while it is fused). Fusion models: [biasing, lm]."""
     biasing = RowRoutedBiasing(multi_model)
     fusion_models: list[Any] = [biasing]
     alphas = [1.0]  # the multi-model applies each model's alpha itself
@@ -164,6 +169,7 @@ def build_beam_computer(
         computer = PerStreamTDTBeamComputer(durations=durations, **common)
     computer.biasing = biasing
     computer.lm_alpha = alphas[1] if len(alphas) > 1 else 0.0
+    computer.lm_token_bonus = lm_token_bonus if len(alphas) > 1 else 0.0
     return computer
 
 

@@ -39,7 +39,13 @@ class BeamStreams:
         asr_model = wrapper.asr_model
         lm = load_lm(config.lm_path, asr_model) if config.lm_path and config.lm_alpha > 0 else None
         computer = build_beam_computer(
-            asr_model, multi_model, config.beam_size, config.max_symbols_per_step, lm, config.lm_alpha
+            asr_model,
+            multi_model,
+            config.beam_size,
+            config.max_symbols_per_step,
+            lm,
+            config.lm_alpha,
+            config.lm_token_bonus,
         )
         self.search = BeamSearch(computer)
         self.tokenizer = wrapper.tokenizer

@@ -107,6 +107,50 @@ async def test_the_lm_steers_beam_streams_and_batching_changes_nothing(
     assert [outputs(r) for r in with_lm] != [outputs(r) for r in without_lm]
 
 
+async def test_a_token_bonus_makes_lm_beams_emit_more_labels(
+    lm_engine: Engine, rnnt_model: Path, lm_arpa: Path
+) -> None:
+    plain = lm_engine._loaded_decoder()
+    asr_model = plain.wrapper.asr_model
+    assert plain._beam is not None
+    config = EngineConfig(
+        model=str(rnnt_model),
+        biasing_alpha=3.0,
+        max_symbols_per_step=3,
+        lm_path=str(lm_arpa),
+        lm_alpha=LM_ALPHA,
+        lm_token_bonus=5.0,
+    )
+    async with running(config) as bonus_engine:
+        boosted = bonus_engine._loaded_decoder()._beam
+        assert boosted is not None
+        results = []
+        with torch.inference_mode():
+            encoded, lengths = encode(asr_model, [1, 2], 3.0)
+            for computer in (plain._beam.search.computer, boosted.search.computer):
+                computer.biasing.row_model_ids = torch.full([2 * computer.beam_size], -1)  # no lists
+                try:
+                    results.append(best(computer(encoded, lengths)[0]))
+                finally:
+                    computer.biasing.row_model_ids = None
+        without, with_bonus = results
+    for (labels_with, _), (labels_without, _) in zip(with_bonus, without, strict=True):
+        assert len(labels_with) > len(labels_without)
+
+
+async def test_without_an_lm_the_token_bonus_is_not_applied(rnnt_model: Path) -> None:
+    config = EngineConfig(model=str(rnnt_model), max_symbols_per_step=3, lm_token_bonus=5.0)
+    async with running(config) as engine:
+        beam = engine._loaded_decoder()._beam
+        assert beam is not None
+        assert beam.search.computer.lm_token_bonus == 0.0
+
+
+def test_lm_token_bonus_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="lm_token_bonus"):
+        EngineConfig(model="m.nemo", lm_token_bonus=-0.5)
+
+
 async def test_an_lm_for_another_vocabulary_is_refused(rnnt_model: Path, tmp_path: Path) -> None:
     arpa = write_arpa(tmp_path / "big.arpa", vocab_size(rnnt_model) + 50, favoured=3)
     engine = Engine(EngineConfig(model=str(rnnt_model), lm_path=str(arpa)))
