@@ -59,7 +59,8 @@ def speak_festival(jobs: Sequence[tuple[str, Path]], voice: str) -> None:
         raise RuntimeError(f"festival voice {voice} failed ({missing[:3]}): {done.stderr.strip()[:300]}")
 
 
-def _read_16k(path: Path) -> np.ndarray:
+def read_16k(path: Path) -> np.ndarray:
+    """A WAV (any rate, any channels) as 16 kHz mono float32."""
     audio, rate = sf.read(str(path), dtype="float32", always_2d=True)
     audio = audio.mean(axis=1)
     if rate != SAMPLE_RATE_HZ:
@@ -106,7 +107,7 @@ def write_set(context_set: ContextSet, out_dir: Path, train_text: Path | None) -
     entries = []
     for utterance in context_set.utterances:
         raw = wav_dir / f"{utterance.utt_id}.raw.wav"
-        audio = _finish(_read_16k(raw))
+        audio = _finish(read_16k(raw))
         raw.unlink()
         wav_rel = f"wav/{utterance.utt_id}.wav"
         sf.write(str(out_dir / wav_rel), audio, SAMPLE_RATE_HZ, subtype="PCM_16")

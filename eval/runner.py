@@ -128,9 +128,14 @@ def load_audio(items: Iterable[EvalItem]) -> dict[str, np.ndarray]:
     return audio
 
 
-async def _decode_stream(
-    engine: Engine, samples: np.ndarray, options: StreamOptions, progress: Callable[[float], None]
+async def decode_stream(
+    engine: Engine,
+    samples: np.ndarray,
+    options: StreamOptions,
+    progress: Callable[[float], None] | None = None,
 ) -> str:
+    """One engine stream over ``samples`` (16 kHz), pushed in exact chunks (the last zero-padded) as the
+    server does; its finals joined by spaces. ``progress`` gets the audio seconds of each chunk pushed."""
     stream = engine.open_stream(options)
     size = stream.chunk_samples
     texts: list[str] = []
@@ -141,7 +146,8 @@ async def _decode_stream(
                 chunk = np.concatenate([chunk, np.zeros(size - len(chunk), dtype=np.float32)])
             result = await stream.push(chunk)
             texts += [final.text for final in result.finals]
-            progress(min(size, len(samples) - start) / SAMPLE_RATE_HZ)
+            if progress is not None:
+                progress(min(size, len(samples) - start) / SAMPLE_RATE_HZ)
         result = await stream.finish()
     finally:
         stream.abort()  # no-op after finish; frees the stream if a push failed
@@ -192,7 +198,7 @@ async def run_config(
         list_id = _list_id(item, config.biasing)
         options = StreamOptions(config.chunk_s, config.decoding, handles.get(list_id) if list_id else None)
         async with limit:
-            return await _decode_stream(engine, audio[item.utt_id], options, progress)
+            return await decode_stream(engine, audio[item.utt_id], options, progress)
 
     started = time.monotonic()
     try:

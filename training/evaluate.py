@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+from eval.dataset import read_16k
 from training.features import load_model, streamed_frames
 
 
@@ -121,13 +122,7 @@ def main() -> None:
         results[manifest.parent.name] = res
         print(json.dumps({k: v for k, v in res.items() if k != "examples"}))
     for wav_path in args.wav:
-        audio, sr = sf.read(str(wav_path), dtype="float32")
-        if audio.ndim > 1:
-            audio = audio.mean(axis=1)
-        if sr != 16000:
-            from scipy.signal import resample_poly
-
-            audio = resample_poly(audio, 16000, sr).astype("float32")
+        audio = read_16k(wav_path)
         enc, enc_len = encode_buffered(model, torch.from_numpy(audio), args.left, 1.12, args.right)
         text = decode(model.decoding, enc, enc_len)
         results[f"wav:{wav_path.name}"] = text

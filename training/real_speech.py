@@ -27,8 +27,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 REFERENCES = {
     "two_cities.wav": (
         "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
@@ -90,23 +88,12 @@ def pooled_wer(hyps: dict[str, str]) -> tuple[float, int]:
     )
 
 
-def load_wav(path: Path) -> np.ndarray:
-    import soundfile as sf
-
-    audio, sr = sf.read(str(path), dtype="float32")
-    if audio.ndim > 1:
-        audio = audio.mean(axis=1)
-    if sr != 16000:
-        from scipy.signal import resample_poly
-
-        audio = resample_poly(audio, 16000, sr).astype("float32")
-    return audio
-
-
 async def transcribe(model: str, setting: Setting, wavs: list[Path], chunk_s: float) -> dict[str, str]:
     """Each WAV streamed through one engine with this setting; the joined finals per file name."""
     from backend.config import resolve_lm
     from backend.engine import Engine, EngineConfig, StreamOptions
+    from eval.dataset import read_16k
+    from eval.runner import decode_stream
 
     lm_path = resolve_lm(model, "auto") if setting.lm_alpha > 0 else None
     engine = Engine(
@@ -122,18 +109,11 @@ async def transcribe(model: str, setting: Setting, wavs: list[Path], chunk_s: fl
         )
     )
     await engine.start()
+    options = StreamOptions(chunk_s=chunk_s, decoding=setting.decoding)  # type: ignore[arg-type]
     texts: dict[str, str] = {}
     try:
-        samples = engine.chunk_samples(chunk_s)
         for wav in wavs:
-            audio = load_wav(wav)
-            audio = np.pad(audio, (0, -len(audio) % samples))
-            stream = engine.open_stream(StreamOptions(chunk_s=chunk_s, decoding=setting.decoding))  # type: ignore[arg-type]
-            finals = []
-            for start in range(0, len(audio), samples):
-                finals += [f.text for f in (await stream.push(audio[start : start + samples])).finals]
-            finals += [f.text for f in (await stream.finish()).finals]
-            texts[wav.name] = " ".join(finals)
+            texts[wav.name] = await decode_stream(engine, read_16k(wav), options)
     finally:
         await engine.stop()
     return texts

@@ -5,6 +5,7 @@ still changes nothing, and an LM that does not fit the model is refused at start
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -107,21 +108,11 @@ async def test_the_lm_steers_beam_streams_and_batching_changes_nothing(
     assert [outputs(r) for r in with_lm] != [outputs(r) for r in without_lm]
 
 
-async def test_a_token_bonus_makes_lm_beams_emit_more_labels(
-    lm_engine: Engine, rnnt_model: Path, lm_arpa: Path
-) -> None:
+async def test_a_token_bonus_makes_lm_beams_emit_more_labels(lm_engine: Engine) -> None:
     plain = lm_engine._loaded_decoder()
     asr_model = plain.wrapper.asr_model
     assert plain._beam is not None
-    config = EngineConfig(
-        model=str(rnnt_model),
-        biasing_alpha=3.0,
-        max_symbols_per_step=3,
-        lm_path=str(lm_arpa),
-        lm_alpha=LM_ALPHA,
-        lm_token_bonus=5.0,
-    )
-    async with running(config) as bonus_engine:
+    async with running(replace(lm_engine.config, lm_token_bonus=5.0)) as bonus_engine:
         boosted = bonus_engine._loaded_decoder()._beam
         assert boosted is not None
         results = []
