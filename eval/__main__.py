@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     )
     audio_s = sum(item.duration_s for item in eval_set.items)
     print(f"{len(eval_set.items)} utterances ({audio_s / 60:.1f} min), {len(configs)} configurations")
+    if "beam" in args.decoding:  # --lm auto finds no LM for a model other than the bundled one: say so
+        print(f"beam search LM: {base.lm_path or 'none'} (weight {args.lm_alpha:g})")
     started = time.monotonic()
     with tqdm(total=round(audio_s * len(configs), 1), unit="audio s", desc="decoding") as bar:
 

@@ -5,7 +5,9 @@ written. Whisper weights are stored as float16 inside the file (see ``WhisperEnc
 prediction network and joint are stored as float16 too (NeMo restores them as float32: ``load_state_dict``
 converts); with ``--int8`` the encoder's weight matrices are stored as int8 with per-channel scales
 (``WhisperEncoder.int8_weights``), which brings the file from ~33 MB to ~18 MB. ``--ckpt`` may be left out to
-re-export ``--init`` itself (e.g. an existing ``.nemo`` in another storage format).
+re-export ``--init`` itself (e.g. an existing ``.nemo`` in another storage format). A compact checkpoint
+(trained weights only, e.g. from ``python -m training.plain join``) takes the frozen Whisper weights from
+``--init``.
 
 Usage::
 
@@ -22,6 +24,7 @@ import torch
 from omegaconf import open_dict
 
 import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+from training.checkpoint import is_frozen
 from training.features import load_model
 from training.model import VALIDATION_DS
 
@@ -41,7 +44,9 @@ def main() -> None:
     ckpt = {"step": None, "seen_s": float("nan")}
     if args.ckpt:
         ckpt = torch.load(args.ckpt, map_location="cpu")
-        model.load_state_dict(ckpt["model"])
+        missing, unexpected = model.load_state_dict(ckpt["model"], strict=False)
+        if unexpected or (missing and not ckpt.get("compact")) or not all(is_frozen(k) for k in missing):
+            raise RuntimeError(f"checkpoint does not fit: missing={missing} unexpected={unexpected}")
     if "validation_ds" not in model.cfg:  # models built before VALIDATION_DS existed
         with open_dict(model.cfg):
             model.cfg.validation_ds = VALIDATION_DS

@@ -88,14 +88,22 @@ def pooled_wer(hyps: dict[str, str]) -> tuple[float, int]:
     )
 
 
-async def transcribe(model: str, setting: Setting, wavs: list[Path], chunk_s: float) -> dict[str, str]:
-    """Each WAV streamed through one engine with this setting; the joined finals per file name."""
+async def transcribe(
+    model: str, setting: Setting, wavs: list[Path], chunk_s: float, lm: str = "auto"
+) -> dict[str, str]:
+    """Each WAV streamed through one engine with this setting; the joined finals per file name. ``lm`` as
+    ``CAPTIONS_LM``: a path, ``none``, or ``auto`` (the bundled LM for the bundled model only, so a candidate
+    model elsewhere needs the path)."""
     from backend.config import resolve_lm
     from backend.engine import Engine, EngineConfig, StreamOptions
     from eval.dataset import read_16k
     from eval.runner import decode_stream
 
-    lm_path = resolve_lm(model, "auto") if setting.lm_alpha > 0 else None
+    lm_path = resolve_lm(model, lm) if setting.lm_alpha > 0 else None
+    if setting.lm_alpha > 0 and lm_path is None:
+        raise SystemExit(
+            f"{setting}: no LM for {model}; pass --lm <path> (e.g. models/captions-embedded-lm.nemo)"
+        )
     engine = Engine(
         EngineConfig(
             model=model,
@@ -129,6 +137,7 @@ def main() -> None:
     parser.add_argument("--manifest", type=Path, nargs="*", default=[], help="NeMo manifests to score")
     parser.add_argument("--chunk", type=float, default=1.12)
     parser.add_argument("--out", type=Path, default=None, help="write transcripts and WER (JSON) here")
+    parser.add_argument("--lm", default="auto", help="LM path, none, or auto (the bundled model's LM)")
     args = parser.parse_args()
     import torch
     from nemo.collections.asr.metrics.wer import word_error_rate
@@ -141,7 +150,7 @@ def main() -> None:
     for setting in args.settings:
         row: dict = {"setting": str(setting)}
         if args.wav:
-            texts = asyncio.run(transcribe(args.model, setting, args.wav, args.chunk))
+            texts = asyncio.run(transcribe(args.model, setting, args.wav, args.chunk, args.lm))
             wer, words = pooled_wer(texts)
             for name, text in texts.items():
                 print(f"[{setting}] {name}: {text}", flush=True)
@@ -149,7 +158,7 @@ def main() -> None:
             row |= {"wer": wer, "words": words, "texts": texts}
         for path, entries in manifests.items():
             wavs = [Path(e["audio_filepath"]) for e in entries]
-            texts = asyncio.run(transcribe(args.model, setting, wavs, args.chunk))
+            texts = asyncio.run(transcribe(args.model, setting, wavs, args.chunk, args.lm))
             wer = word_error_rate([texts[w.name] for w in wavs], [e["text"] for e in entries])
             print(f"[{setting}] {path}: cased WER {wer * 100:.2f} % ({len(entries)} utterances)", flush=True)
             row[str(path)] = wer

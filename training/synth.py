@@ -23,6 +23,7 @@ import os
 import random
 import subprocess
 import tempfile
+import time
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -192,10 +193,11 @@ def make_jobs(sentences: list[str], n: int, voices: str, seed: int, prefix: str)
             for v in FESTIVAL_VOICES:
                 jobs.append((f"{prefix}{i:06d}_{v}", s, f"festival:{v}", rng.randint(0, 2**31), False))
         return jobs
-    engines = [e for e, _ in TRAIN_MIX]
-    weights = [w for _, w in TRAIN_MIX]
-    if voices != "train":
-        engines, weights = [voices], [1.0]
+    mix = TRAIN_MIX if voices == "train" else [(e, w) for e, w in TRAIN_MIX if e in voices.split(",")]
+    if not mix:
+        raise ValueError(f"unknown voices {voices!r}: train, festival or engines of {TRAIN_MIX}")
+    engines = [e for e, _ in mix]
+    weights = [w for _, w in mix]
     for i, s in enumerate(sentences[:n]):
         jobs.append((f"{prefix}{i:06d}", s, rng.choices(engines, weights)[0], rng.randint(0, 2**31), True))
     return jobs
@@ -209,20 +211,32 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--n", type=int, required=True, help="number of sentences (from the top of --text)")
     parser.add_argument("--skip", type=int, default=0, help="skip this many sentences first")
-    parser.add_argument("--voices", default="train", help="train | festival | espeak | flite | piper")
+    parser.add_argument(
+        "--voices",
+        default="train",
+        help="train | festival | training engines, comma-separated (espeak,flite)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--prefix", default="u")
+    parser.add_argument(
+        "--deadline-s", type=float, default=0.0, help="stop after this many seconds (0: never)"
+    )
     args = parser.parse_args()
     sentences = args.text.read_text().splitlines()[args.skip :]
     (args.out / "wav").mkdir(parents=True, exist_ok=True)
     os.environ["SYNTH_OUT"] = str(args.out)
     jobs = make_jobs(sentences, args.n, args.voices, args.seed + args.skip, f"{args.prefix}{args.skip}_")
     entries = []
+    start = time.monotonic()
     with Pool(args.workers) as pool:
         for e in tqdm(pool.imap_unordered(synth_one, jobs, chunksize=4), total=len(jobs), desc="synth"):
             if e is not None:
                 entries.append(e)
+            if args.deadline_s and time.monotonic() - start > args.deadline_s:
+                pool.terminate()
+                print(f"deadline: stopped after {len(entries)} of {len(jobs)} utterances")
+                break
     entries.sort(key=lambda e: e["audio_filepath"])
     manifest = args.out / f"manifest_{args.prefix}{args.skip}.json"
     manifest.write_text("".join(json.dumps(e) + "\n" for e in entries))

@@ -5,6 +5,9 @@ RNNT loss of ``training/rnnt_loss.py``; every ``--eval-every`` steps greedy WER 
 ``--save-every-s`` seconds one current checkpoint ``<work>/ckpt.pt`` (model + optimizer + step), overwritten.
 Stop it at any time and run it again with the same arguments: it resumes from ``ckpt.pt``.
 
+``--device cuda`` trains on a GPU; ``--plain`` builds the model with ``training/plain.py`` instead of NeMo,
+for machines where only PyTorch is installed (``training/gpu_train.sh``). Both train the same weights.
+
 Usage::
 
     python -m training.train --init training/work/init.nemo --train "training/work/cache/train_*.pt" \
@@ -22,12 +25,11 @@ import time
 from pathlib import Path
 
 import torch
-from nemo.collections.asr.metrics.wer import word_error_rate
 from tqdm import tqdm
 
-import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
 from training.checkpoint import is_frozen
 from training.features import load_model
+from training.plain import load_plain, word_error_rate
 from training.rnnt_loss import rnnt_loss
 
 
@@ -59,14 +61,19 @@ def make_batches(items: list[dict], max_frames: int, rng: random.Random) -> list
     return batches
 
 
-def collate(items: list[dict], idx: list[int], tokenizer) -> tuple[torch.Tensor, ...]:  # noqa: ANN001
+def collate(
+    items: list[dict],
+    idx: list[int],
+    tokenizer,
+    device: str | torch.device = "cpu",  # noqa: ANN001
+) -> tuple[torch.Tensor, ...]:
     feats = [items[i]["feats"].float() for i in idx]
     lens = torch.tensor([f.shape[0] for f in feats])
     x = torch.nn.utils.rnn.pad_sequence(feats, batch_first=True)
     toks = [torch.tensor(tokenizer.text_to_ids(items[i]["text"])) for i in idx]
     tlens = torch.tensor([t.numel() for t in toks])
     y = torch.nn.utils.rnn.pad_sequence(toks, batch_first=True)
-    return x, lens, y, tlens
+    return tuple(t.to(device, non_blocking=True) for t in (x, lens, y, tlens))
 
 
 def augment(x: torch.Tensor, lens: torch.Tensor, noise: float, masks: int, width: int = 10) -> torch.Tensor:
@@ -74,10 +81,10 @@ def augment(x: torch.Tensor, lens: torch.Tensor, noise: float, masks: int, width
     if noise > 0:
         x = x + torch.randn_like(x) * noise
     if masks > 0:
-        t = torch.arange(x.shape[1])[None, :]
+        t = torch.arange(x.shape[1], device=x.device)[None, :]
         for _ in range(masks):
-            start = (torch.rand(x.shape[0]) * lens).long()[:, None]
-            span = torch.randint(1, width + 1, (x.shape[0], 1))
+            start = (torch.rand(x.shape[0], device=x.device) * lens).long()[:, None]
+            span = torch.randint(1, width + 1, (x.shape[0], 1), device=x.device)
             x = x.masked_fill(((t >= start) & (t < start + span))[..., None], 0.0)
     return x
 
@@ -92,7 +99,7 @@ def head_forward(model, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tens
 def batch_loss(model, x, lens, y, tlens) -> torch.Tensor:  # noqa: ANN001
     enc, enc_len = head_forward(model, x, lens)
     g, _, _ = model.decoder(targets=y, target_length=tlens)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=getattr(model, "_bf16_joint", False)):
+    with torch.autocast(enc.device.type, dtype=torch.bfloat16, enabled=getattr(model, "_bf16_joint", False)):
         logits = model.joint(encoder_outputs=enc, decoder_outputs=g)
     losses = rnnt_loss(logits.float().log_softmax(-1), y, enc_len, tlens, blank=model.decoder.blank_idx)
     return losses.sum() / tlens.sum()
@@ -103,8 +110,9 @@ def decode_caches(model, items: list[dict], batch_frames: int = 6000) -> tuple[l
     """Hypotheses (the model's current decoding) and references of cached items, in batch order; the model
     must be in eval mode (no augmentation)."""
     hyps, refs = [], []
+    device = next(model.parameters()).device
     for idx in make_batches(items, batch_frames, random.Random(0)):
-        x, lens, _, _ = collate(items, idx, model.tokenizer)
+        x, lens, _, _ = collate(items, idx, model.tokenizer, device)
         enc, enc_len = head_forward(model, x, lens)
         out = model.decoding.rnnt_decoder_predictions_tensor(encoder_output=enc, encoded_lengths=enc_len)
         hyps += [h.text for h in out]
@@ -121,10 +129,12 @@ def evaluate(model, items: list[dict], batch_frames: int = 6000) -> tuple[float,
     return word_error_rate(hyps, refs), hyps[:3] + refs[:3]
 
 
-def lr_at(step: int, peak: float, warmup: int, total: int) -> float:
+def lr_at(step: int, peak: float, warmup: int, total: int, time_frac: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay to 5 % of ``peak`` at ``total`` steps, or at ``time_frac`` 1 (the
+    fraction of a time budget spent) if that comes first."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    frac = min(1.0, (step - warmup) / max(1, total - warmup))
+    frac = min(1.0, max((step - warmup) / max(1, total - warmup), time_frac))
     return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
@@ -161,10 +171,18 @@ def main() -> None:
     parser.add_argument("--time-masks", type=int, default=0, help="zeroed spans per utterance (<= 200 ms)")
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--save-every-s", type=float, default=300.0)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda where a GPU is lent")
+    parser.add_argument(
+        "--time-schedule",
+        action="store_true",
+        help="decay the learning rate over --minutes (what a fixed time budget needs), or --steps if sooner",
+    )
+    parser.add_argument("--eval-first", action="store_true", help="evaluate before the first step too")
+    parser.add_argument("--plain", action="store_true", help="plain PyTorch model, no NeMo")
     args = parser.parse_args()
     torch.set_num_threads(1)
     args.work.mkdir(parents=True, exist_ok=True)
-    model = load_model(args.init)
+    model = (load_plain(args.init) if args.plain else load_model(args.init)).to(args.device)
     model._feat_noise = args.feat_noise
     model._bf16_joint = args.bf16_joint
     model._time_masks = args.time_masks
@@ -174,15 +192,18 @@ def main() -> None:
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=1e-3)
     ckpt_path, step, seen_s = args.work / "ckpt.pt", 0, 0.0
     if ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location="cpu")
+        ckpt = torch.load(ckpt_path, map_location=args.device)
         missing, unexpected = model.load_state_dict(ckpt["model"], strict=not ckpt.get("compact", False))
         if unexpected or not all(is_frozen(k) for k in missing):  # compact: Whisper comes from --init
             raise RuntimeError(f"checkpoint does not fit: missing={missing} unexpected={unexpected}")
-        opt.load_state_dict(ckpt["opt"])  # casts the moments of a compact checkpoint back to float32
+        if "opt" in ckpt:  # casts the moments of a compact checkpoint back to float32
+            opt.load_state_dict(ckpt["opt"])
+        else:  # weights only (what training/gpu_train.sh returns): the step count goes on, fresh moments
+            print("checkpoint holds weights only: AdamW moments start afresh")
         step, seen_s = ckpt["step"], ckpt["seen_s"]
         print(f"resumed from {ckpt_path} at step {step}")
     elif args.warm_start:
-        state = torch.load(args.warm_start, map_location="cpu")["model"]
+        state = torch.load(args.warm_start, map_location=args.device)["model"]
         missing, unexpected = model.load_state_dict(state, strict=False)
         new = [k for k in missing if not is_frozen(k)]  # a compact checkpoint lacks the frozen Whisper
         if unexpected or any(not k.startswith("encoder.top.") for k in new):
@@ -199,6 +220,12 @@ def main() -> None:
     model.train()
     model.encoder.eval()
     log = (args.work / "log.jsonl").open("a")
+    if args.eval_first:
+        record = {"step": step, "seen_h": round(seen_s / 3600, 3), "wall_s": 0.0}
+        for name, items in evals.items():
+            record[f"wer_{name}"] = round(evaluate(model, items)[0], 4)
+        print(f"before training: {record}")
+        log.write(json.dumps(record) + "\n")
     start, last_save = time.time(), time.time()
     rng = random.Random(step)
     bar = tqdm(initial=step, total=args.steps, desc="train")
@@ -207,9 +234,10 @@ def main() -> None:
         if load_new_caches(args.train, loaded, train):
             tqdm.write(f"train now {len(train)} utterances, {sum(i['duration'] for i in train) / 3600:.2f} h")
         for idx in make_batches(train, args.batch_frames, rng):
-            x, lens, y, tlens = collate(train, idx, model.tokenizer)
+            x, lens, y, tlens = collate(train, idx, model.tokenizer, args.device)
+            time_frac = (time.time() - start) / (args.minutes * 60) if args.time_schedule else 0.0
             for g in opt.param_groups:
-                g["lr"] = lr_at(step, args.lr, args.warmup, args.steps)
+                g["lr"] = lr_at(step, args.lr, args.warmup, args.steps, time_frac)
             loss = batch_loss(model, x, lens, y, tlens)
             opt.zero_grad()
             loss.backward()
