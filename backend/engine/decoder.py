@@ -24,7 +24,7 @@ from backend.engine.nemo_pipelines import (
     load_asr_model,
 )
 from backend.engine.steps import NO_BIASING, StepItem, StepOutput, make_frame
-from backend.engine.types import EngineConfig, Final, Word
+from backend.engine.types import EngineConfig, Final, Word, collapse_repeated_marks
 from biasing.multi_model import install_sparse_advance
 
 
@@ -158,15 +158,17 @@ def _biasing_cfg(model_id: int):
 
 
 def _convert(result) -> StepOutput:
+    """A NeMo pipeline result as our step output, with repeated marks collapsed."""
     finals: tuple[Final, ...] = ()
-    text = result.final_transcript.strip()
+    text = collapse_repeated_marks(result.final_transcript.strip())
     if text:
         words = tuple(
-            Word(segment.text.strip(), float(segment.start), float(segment.end))
+            Word(collapse_repeated_marks(segment.text.strip()), float(segment.start), float(segment.end))
             for segment in (result.final_segments or [])
             if segment.text.strip()
         )
         start_s = words[0].start_s if words else 0.0
         end_s = words[-1].end_s if words else 0.0
         finals = (Final(text=text, start_s=start_s, end_s=end_s, words=words),)
-    return StepOutput(partial=" ".join(result.partial_transcript.split()), finals=finals)
+    partial = collapse_repeated_marks(" ".join(result.partial_transcript.split()))
+    return StepOutput(partial=partial, finals=finals)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -11,6 +12,18 @@ if TYPE_CHECKING:
 
 SAMPLE_RATE_HZ = 16000
 ENCODER_FRAME_S = 0.08
+
+
+_REPEATED_MARK = re.compile(r"([.,?!])\1+")
+
+
+def collapse_repeated_marks(text: str) -> str:
+    """One mark where the decoder emitted the same one twice: ``"decoration.."`` -> ``"decoration."``.
+
+    NeMo's buffered greedy pipeline ends such finals with the full stop twice (28 of 100 held-out utterances
+    with the bundled model, at the end-of-utterance flush). NeMo's text processor collapses runs of marks for
+    segment-level output only; the engine takes word-level output, so it collapses them itself."""
+    return _REPEATED_MARK.sub(r"\1", text)
 
 
 def exact_frames(seconds: float, frame_s: float = ENCODER_FRAME_S) -> int:

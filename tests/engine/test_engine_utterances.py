@@ -47,3 +47,24 @@ async def test_trailing_blanks_commit_a_final_and_restart(engine: Engine, decodi
     assert len(finals) == 2 and finals[1].text
     assert finals[0].end_s <= 2.24 + 4 * 0.08 + 1e-6  # a TDT token may last up to 4 frames
     assert finals[1].start_s >= 2.24 + 1.68 - 1e-6 and finals[1].end_s <= 6.16 + 1e-6
+
+
+def test_a_final_never_ends_in_a_doubled_mark() -> None:
+    """NeMo's greedy pipeline can hand over "decoration.." at an end of utterance (28 of 100 held-out
+    utterances with the bundled model); the engine's finals carry one mark, and keep different ones."""
+    from types import SimpleNamespace
+
+    from backend.engine.decoder import _convert
+    from backend.engine.types import collapse_repeated_marks
+
+    segment = SimpleNamespace(text="decoration..", start=0.8, end=1.6)
+    result = SimpleNamespace(
+        final_transcript="The act of adding decoration.. ",
+        final_segments=[SimpleNamespace(text="The", start=0.0, end=0.2), segment],
+        partial_transcript="Next??  one",
+    )
+    output = _convert(result)
+    assert output.finals[0].text == "The act of adding decoration."
+    assert [w.text for w in output.finals[0].words] == ["The", "decoration."]
+    assert output.partial == "Next? one"
+    assert collapse_repeated_marks("Wait... what?! Yes, , no") == "Wait. what?! Yes, , no"
