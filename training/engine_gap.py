@@ -6,6 +6,10 @@ as the server does (the last chunk zero-padded, NeMo's buffered pipeline, the be
 calls, end of utterance after ``--eou-ms`` of blank). Prints both WERs (cased, as ``training/evaluate.py``)
 and the utterances whose WER differs most, and writes every pair to ``--out``.
 
+``--calls-of N`` (beam only) also decodes the simulation's own frames in calls of N encoder frames, carrying
+the beam state from call to call with NeMo's ``prev_batched_state``, as streaming does: it separates what
+the carried beam loses from what the engine's encoder windows change.
+
 Usage::
 
     python -m training.engine_gap --manifest training/work/test_trainvoices/manifest_d150.json \
@@ -18,6 +22,28 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
+
+
+def carried_beam_text(decoding, enc, calls_of: int, tokenizer) -> str:  # noqa: ANN001
+    """Beam search over ``enc`` [1, D, T] in calls of ``calls_of`` frames, the state carried across calls;
+    the best beam by length-normalised score, its labels joined through the calls' root pointers."""
+    import torch
+
+    computer = decoding.decoding.decoding_computer
+    blank = computer._blank_index
+    frames = enc.transpose(1, 2).contiguous()
+    state, histories = None, [[] for _ in range(computer.beam_size)]
+    for start in range(0, frames.shape[1], calls_of):
+        part = frames[:, start : start + calls_of]
+        hyps, state = computer(part, torch.tensor([part.shape[1]]), state)
+        roots = hyps.flatten_().tolist()[0]
+        lengths, labels = hyps.current_lengths_wb.tolist()[0], hyps.transcript_wb.tolist()[0]
+        histories = [
+            histories[roots[k]] + [x for x in labels[k][: lengths[k]] if x >= 0 and x != blank]
+            for k in range(computer.beam_size)
+        ]
+    best = int(torch.argmax(state.scores[0] / (state.current_lengths_nb[0].to(state.scores.dtype) + 1)))
+    return tokenizer.ids_to_text(histories[best])
 
 
 async def engine_texts(args: argparse.Namespace, wavs: list[Path]) -> list[str]:
@@ -60,6 +86,7 @@ def main() -> None:
     parser.add_argument("--lm-token-bonus", type=float, default=0.0, help="engine only (0: NeMo's fusion)")
     parser.add_argument("--chunk", type=float, default=1.12)
     parser.add_argument("--eou-ms", type=int, default=800, help="engine end of utterance (large: never)")
+    parser.add_argument("--calls-of", type=int, default=0, help="beam: also decode in calls of N frames")
     parser.add_argument("--show", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -80,10 +107,13 @@ def main() -> None:
     decoding = model.decoding
     if args.decoding == "beam":
         decoding = beam_decoding(model, args.beam, args.lm, args.lm_alpha if args.lm else 0.0)
-    simulated = []
+    simulated, carried = [], []
     for wav in wavs:
-        enc, enc_len = encode_buffered(model, torch.from_numpy(read_16k(wav)), 2.0, args.chunk, 0.56)
-        simulated.append(decode(decoding, enc, enc_len))
+        with torch.inference_mode():
+            enc, enc_len = encode_buffered(model, torch.from_numpy(read_16k(wav)), 2.0, args.chunk, 0.56)
+            simulated.append(decode(decoding, enc, enc_len))
+            if args.calls_of and args.decoding == "beam":
+                carried.append(carried_beam_text(decoding, enc, args.calls_of, model.tokenizer))
     streamed = asyncio.run(engine_texts(args, wavs))
     rows = [
         {
@@ -103,6 +133,9 @@ def main() -> None:
         f"{args.decoding} at {args.chunk} s, {len(refs)} utterances: simulation WER {sim_wer:.2f} %, "
         f"engine {engine_wer:.2f} %; {differ} transcripts differ"
     )
+    if carried:
+        carried_wer = word_error_rate(carried, refs) * 100
+        print(f"simulation frames in calls of {args.calls_of}, beam carried over: {carried_wer:.2f} %")
     if args.out is not None:
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
 
