@@ -26,6 +26,14 @@ def is_frozen(key: str) -> bool:
     return key.startswith("encoder.") and not key.startswith(TRAINED_PREFIXES)
 
 
+def load_trained(model: torch.nn.Module, ckpt: dict) -> None:
+    """Load a training checkpoint's weights into ``model``: all of them, or, from a compact checkpoint, all
+    but the frozen Whisper weights (which ``model`` already has from its ``--init``)."""
+    missing, unexpected = model.load_state_dict(ckpt["model"], strict=False)
+    if unexpected or (missing and not ckpt.get("compact")) or not all(is_frozen(k) for k in missing):
+        raise RuntimeError(f"checkpoint does not fit: missing={missing} unexpected={unexpected}")
+
+
 def compact(ckpt: dict) -> dict:
     model = {k: v for k, v in ckpt["model"].items() if not is_frozen(k)}
     opt = {"param_groups": ckpt["opt"]["param_groups"], "state": {}}

@@ -46,32 +46,6 @@ def carried_beam_text(decoding, enc, calls_of: int, tokenizer) -> str:  # noqa: 
     return tokenizer.ids_to_text(histories[best])
 
 
-async def engine_texts(args: argparse.Namespace, wavs: list[Path]) -> list[str]:
-    from backend.engine import Engine, EngineConfig, StreamOptions
-    from eval.dataset import read_16k
-    from eval.runner import decode_stream
-
-    engine = Engine(
-        EngineConfig(
-            model=str(args.model),
-            beam_size=args.beam,
-            lm_path=str(args.lm) if args.lm else None,
-            lm_alpha=args.lm_alpha,
-            lm_token_bonus=args.lm_token_bonus,
-            stop_history_eou_ms=args.eou_ms,
-            allowed_chunk_s=(args.chunk,),
-            left_context_s=2.0,
-            right_context_s=0.56,
-        )
-    )
-    await engine.start()
-    options = StreamOptions(chunk_s=args.chunk, decoding=args.decoding)
-    try:
-        return [await decode_stream(engine, read_16k(wav), options) for wav in wavs]
-    finally:
-        await engine.stop()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -97,6 +71,7 @@ def main() -> None:
     from eval.dataset import read_16k
     from training.evaluate import beam_decoding, decode, encode_buffered
     from training.features import load_model
+    from training.real_speech import Setting, transcribe
 
     torch.set_num_threads(1)
     entries = [json.loads(line) for line in args.manifest.read_text().splitlines() if line.strip()]
@@ -114,7 +89,20 @@ def main() -> None:
             simulated.append(decode(decoding, enc, enc_len))
             if args.calls_of and args.decoding == "beam":
                 carried.append(carried_beam_text(decoding, enc, args.calls_of, model.tokenizer))
-    streamed = asyncio.run(engine_texts(args, wavs))
+    setting = Setting("greedy")
+    if args.decoding == "beam":
+        setting = Setting("beam", args.beam, args.lm_alpha if args.lm else 0.0, args.lm_token_bonus)
+    texts = asyncio.run(
+        transcribe(
+            str(args.model),
+            setting,
+            wavs,
+            args.chunk,
+            lm=str(args.lm) if args.lm else "none",
+            stop_history_eou_ms=args.eou_ms,
+        )
+    )
+    streamed = [texts[wav.name] for wav in wavs]
     rows = [
         {
             "delta": word_error_rate([e], [r]) - word_error_rate([s], [r]),

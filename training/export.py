@@ -24,7 +24,7 @@ import torch
 from omegaconf import open_dict
 
 import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
-from training.checkpoint import is_frozen
+from training.checkpoint import load_trained
 from training.features import load_model
 from training.model import VALIDATION_DS
 
@@ -44,9 +44,7 @@ def main() -> None:
     ckpt = {"step": None, "seen_s": float("nan")}
     if args.ckpt:
         ckpt = torch.load(args.ckpt, map_location="cpu")
-        missing, unexpected = model.load_state_dict(ckpt["model"], strict=False)
-        if unexpected or (missing and not ckpt.get("compact")) or not all(is_frozen(k) for k in missing):
-            raise RuntimeError(f"checkpoint does not fit: missing={missing} unexpected={unexpected}")
+        load_trained(model, ckpt)
     if "validation_ds" not in model.cfg:  # models built before VALIDATION_DS existed
         with open_dict(model.cfg):
             model.cfg.validation_ds = VALIDATION_DS

@@ -89,11 +89,11 @@ def pooled_wer(hyps: dict[str, str]) -> tuple[float, int]:
 
 
 async def transcribe(
-    model: str, setting: Setting, wavs: list[Path], chunk_s: float, lm: str = "auto"
+    model: str, setting: Setting, wavs: list[Path], chunk_s: float, lm: str = "auto", **config: object
 ) -> dict[str, str]:
     """Each WAV streamed through one engine with this setting; the joined finals per file name. ``lm`` as
     ``CAPTIONS_LM``: a path, ``none``, or ``auto`` (the bundled LM for the bundled model only, so a candidate
-    model elsewhere needs the path)."""
+    model elsewhere needs the path). ``config``: further ``EngineConfig`` fields."""
     from backend.config import resolve_lm
     from backend.engine import Engine, EngineConfig, StreamOptions
     from eval.dataset import read_16k
@@ -114,6 +114,7 @@ async def transcribe(
             allowed_chunk_s=(chunk_s,),
             left_context_s=2.0,
             right_context_s=0.56,
+            **config,
         )
     )
     await engine.start()

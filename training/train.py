@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from training.checkpoint import is_frozen
+from training.checkpoint import is_frozen, load_trained
 from training.features import load_model
 from training.plain import load_plain, word_error_rate
 from training.rnnt_loss import rnnt_loss
@@ -193,9 +193,7 @@ def main() -> None:
     ckpt_path, step, seen_s = args.work / "ckpt.pt", 0, 0.0
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location=args.device)
-        missing, unexpected = model.load_state_dict(ckpt["model"], strict=not ckpt.get("compact", False))
-        if unexpected or not all(is_frozen(k) for k in missing):  # compact: Whisper comes from --init
-            raise RuntimeError(f"checkpoint does not fit: missing={missing} unexpected={unexpected}")
+        load_trained(model, ckpt)
         if "opt" in ckpt:  # casts the moments of a compact checkpoint back to float32
             opt.load_state_dict(ckpt["opt"])
         else:  # weights only (what training/gpu_train.sh returns): the step count goes on, fresh moments

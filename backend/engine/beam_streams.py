@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from backend.engine.steps import StepItem, StepOutput, make_frame
-from backend.engine.types import EngineConfig, EngineError, Final, Word, collapse_repeated_marks
+from backend.engine.types import EngineConfig, EngineError, Final, Word
 
 
 def load_lm(path: str, asr_model: Any) -> Any:
@@ -114,7 +114,7 @@ class BeamStreams:
         return StepOutput(partial=self._text([t.label for t in tokens]), finals=finals)
 
     def _text(self, labels: list[int]) -> str:
-        return collapse_repeated_marks(" ".join(self.tokenizer.ids_to_text(labels).split())) if labels else ""
+        return " ".join(self.tokenizer.ids_to_text(labels).split()) if labels else ""
 
     def _final(self, tokens: list[Any], delay_frames: int, decoded_frames: int) -> Final | None:
         words = self._words(tokens, delay_frames, decoded_frames)

@@ -15,9 +15,9 @@ from nemo.core.classes import NeuralModule, typecheck
 from nemo.core.neural_types import AcousticEncodedRepresentation, LengthsType, NeuralType, SpectrogramType
 from torch import Tensor
 
-from backend.whisper_core import WhisperBlock, WhisperCore, dequantize_int8, quantize_int8, sinusoids
+from backend.whisper_core import WhisperCore
 
-__all__ = ["WhisperBlock", "WhisperEncoder", "dequantize_int8", "quantize_int8", "sinusoids"]
+__all__ = ["WhisperEncoder"]
 
 
 class WhisperEncoder(NeuralModule, WhisperCore):
