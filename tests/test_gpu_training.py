@@ -143,6 +143,44 @@ def test_synthesis_mix_of_some_training_engines() -> None:
         make_jobs(["A."], 1, "festvial", seed=1, prefix="g")
 
 
+def _write_manifest(audio: list[torch.Tensor], folder: Path) -> Path:
+    import soundfile
+
+    lines = []
+    for i, (wav, text) in enumerate(zip(audio, SENTENCES, strict=True)):
+        path = folder / f"u{i}.wav"
+        soundfile.write(path, wav.numpy(), 16000, subtype="PCM_16")
+        lines.append(json.dumps({"audio_filepath": str(path), "duration": wav.numel() / 16000, "text": text}))
+    manifest = folder / "manifest.json"
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
+
+
+def test_pack_audio_keeps_16k_speech_within_the_budget(audio: list[torch.Tensor], tmp_path: Path) -> None:
+    import soundfile
+
+    from training.pack_audio import pack
+
+    manifest = _write_manifest(audio, tmp_path)
+    everything = pack(manifest, tmp_path / "all", "opus")
+    sizes = [Path(e["audio_filepath"]).stat().st_size for e in everything]
+    wav_bytes = sum(a.numel() * 2 for a in audio)
+    assert len(everything) == 2 and sum(sizes) < wav_bytes / 10  # ~12 kbit/s against 256 kbit/s PCM
+    for entry, wav in zip(everything, audio, strict=True):
+        decoded, sr = soundfile.read(entry["audio_filepath"], dtype="float32")
+        assert sr == 16000 and len(decoded) == wav.numel()
+    budget = (sizes[0] + sizes[1] // 2) / 1e6  # room for the first file only
+    kept = pack(manifest, tmp_path / "some", "opus", budget_mb=budget)
+    assert [e["text"] for e in kept] == SENTENCES[:1]
+    assert sorted(p.name for p in (tmp_path / "some").iterdir()) == ["manifest.json", "u0.ogg"]
+    listed = [json.loads(line) for line in (tmp_path / "some" / "manifest.json").read_text().splitlines()]
+    assert listed == kept
+    flac = pack(manifest, tmp_path / "dev", "flac", limit=1)
+    lossless, _ = soundfile.read(flac[0]["audio_filepath"], dtype="int16")
+    original, _ = soundfile.read(manifest.parent / "u0.wav", dtype="int16")
+    assert len(flac) == 1 and np.array_equal(lossless, original)
+
+
 def _without_nemo(tmp_path: Path) -> dict[str, str]:
     """Environment in which ``import nemo`` fails, as on a device machine."""
     blocker = tmp_path / "nonemo" / "nemo"
@@ -166,37 +204,37 @@ def test_encode_train_and_return_weights_without_nemo(
     env = _without_nemo(tmp_path)
     import soundfile
 
-    lines = []
-    for i, (wav, text) in enumerate(zip(audio, SENTENCES, strict=True)):
-        path = tmp_path / f"u{i}.wav"
-        soundfile.write(path, wav.numpy(), 16000, subtype="PCM_16")
-        lines.append(json.dumps({"audio_filepath": str(path), "duration": wav.numel() / 16000, "text": text}))
-    manifest = tmp_path / "manifest.json"
-    manifest.write_text("\n".join(lines) + "\n")
-    cache = tmp_path / "cache.pt"
-    _run(
-        [
-            "-m",
-            "training.features",
-            "--plain",
-            "--batch",
-            "2",
-            "--model",
-            str(MODEL),
-            "--manifest",
-            str(manifest),
-            "--out",
-            str(cache),
-        ],
-        env,
-    )
+    from training.pack_audio import pack
+
+    manifest = _write_manifest(audio, tmp_path)
+    pack(manifest, tmp_path / "opus", "opus")  # speech carried as Ogg Opus (gpu_pack.sh), encoded there too
+    cache, opus_cache = tmp_path / "cache.pt", tmp_path / "opus.pt"
+    for source, out in ((manifest, cache), (tmp_path / "opus" / "manifest.json", opus_cache)):
+        _run(
+            [
+                "-m",
+                "training.features",
+                "--plain",
+                "--batch",
+                "2",
+                "--model",
+                str(MODEL),
+                "--manifest",
+                str(source),
+                "--out",
+                str(out),
+            ],
+            env,
+        )
     items = torch.load(cache)
     assert [it["text"] for it in items] == SENTENCES[::-1]  # batched by duration: the shorter first
     pcm = torch.from_numpy(soundfile.read(tmp_path / "u0.wav", dtype="float32")[0])
     torch.testing.assert_close(items[1]["feats"].float(), whisper_frames(nemo, pcm), atol=5e-3, rtol=5e-3)
 
+    for i in (1, 2):  # gpu_train.sh repeats the carried speech per epoch through links to its cache
+        (tmp_path / f"opus_rep{i}.pt").symlink_to(opus_cache.name)
     work = tmp_path / "run"
-    _run(
+    stdout = _run(
         [
             "-m",
             "training.train",
@@ -205,8 +243,10 @@ def test_encode_train_and_return_weights_without_nemo(
             str(MODEL),
             "--train",
             str(cache),
+            str(tmp_path / "opus_rep*.pt"),
             "--eval",
             str(cache),
+            str(opus_cache),
             "--work",
             str(work),
             "--steps",
@@ -227,7 +267,9 @@ def test_encode_train_and_return_weights_without_nemo(
         env,
     )
     log = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
+    assert "train 6 utterances" in stdout  # 2 + 2 x 2 carried
     assert log[0]["step"] == 0 and 0.0 <= log[0]["wer_cache"] < 0.5  # the shipped model knows these
+    assert 0.0 <= log[0]["wer_opus"] < 0.5  # ... and still after Opus at ~12 kbit/s
     assert log[-1]["step"] == 3 and "wer_cache" in log[-1]
     out = tmp_path / "out"
     _run(["-m", "training.plain", "shards", "--ckpt", str(work / "ckpt.pt"), "--out", str(out)], env)

@@ -3,9 +3,12 @@
 # no registry access: the espeak-ng and flite Debian packages with their libraries (unpacked there by
 # training/gpu_tts_env.sh, never into /), the soundfile wheel for its Python 3.12, the sentences to speak
 # and a small held-out dev set (festival voices, FLAC) for the trainer's periodic WER. About 30 MB.
+# Optionally (PIPER_MANIFEST=...): Piper speech synthesised here, as Ogg Opus within PIPER_MB, because the
+# Piper voice itself (61 MB) does not fit in what a device call carries (64 MiB with the checkout).
 #
 # Usage (repo root, after the text and dev-set stages of models/MODEL_CARD.md):
 #   bash training/gpu_pack.sh [train.txt] [dev manifest]
+#   PIPER_MANIFEST=<synth.py --voices piper manifest> PIPER_MB=13 bash training/gpu_pack.sh
 set -euo pipefail
 TEXT=${1:-training/work/text/train.txt}
 DEV=${2:-training/work/dev_festival/manifest_v300.json}
@@ -31,20 +34,8 @@ done
 # unspoken sentences first, then already-spoken ones: a time-limited synthesis speaks the new ones
 { tail -n +"$((NEW_FROM + 1))" "$TEXT"; head -n "$OLD_N" "$TEXT"; } > "$PACK/text/sentences.txt"
 
-"$PY" - "$DEV" "$PACK/dev" "$DEV_N" <<'PY'
-import json, sys
-from pathlib import Path
-
-import soundfile as sf
-
-manifest, out, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-lines = []
-for line in manifest.read_text().splitlines()[:n]:
-    e = json.loads(line)
-    audio, sr = sf.read(e["audio_filepath"], dtype="int16")
-    flac = out / (Path(e["audio_filepath"]).stem + ".flac")
-    sf.write(flac, audio, sr, format="FLAC")
-    lines.append(json.dumps({**e, "audio_filepath": str(flac)}))  # relative to the repo root
-(out / "manifest.json").write_text("\n".join(lines) + "\n")
-PY
+"$PY" -m training.pack_audio --manifest "$DEV" --out "$PACK/dev" --format flac --limit "$DEV_N"
+if [ -n "${PIPER_MANIFEST:-}" ]; then
+  "$PY" -m training.pack_audio --manifest "$PIPER_MANIFEST" --out "$PACK/piper" --format opus --mb "${PIPER_MB:-13}"
+fi
 du -sh "$PACK"/* "$PACK"

@@ -13,7 +13,10 @@
 #
 # Usage (repo root):  OUT=/some/dir bash training/gpu_train.sh
 # Budget knobs (seconds / minutes): SYNTH_S=170 TRAIN_MIN=3.5, or TOTAL_S (the whole run: training gets what
-# synthesis and encoding left); DEVICE=cuda; LR=2e-4; BATCH_FRAMES=36000.
+# synthesis and encoding left); DEVICE=cuda; LR=2e-4; BATCH_FRAMES=36000. Carried Piper speech
+# (.gpu/piper, see gpu_pack.sh) joins the training set PIPER_REPEAT times per epoch (default 5). The
+# sentences are spoken TEXT_REPEAT times over (default 2), each time in newly drawn voices, as far as
+# SYNTH_S allows: run 6 had spoken every carried sentence once within 150 s.
 set -uo pipefail
 OUT=${OUT:-training/work/gpu_out}
 WORK=${GPU_WORK:-/tmp/gpu_train}
@@ -27,6 +30,8 @@ BATCH_FRAMES=${BATCH_FRAMES:-36000}
 EVAL_EVERY=${EVAL_EVERY:-150}
 WORKERS=${WORKERS:-$(nproc)}
 FEATURE_BATCH=${FEATURE_BATCH:-128}
+PIPER_REPEAT=${PIPER_REPEAT:-5}
+TEXT_REPEAT=${TEXT_REPEAT:-2}
 mkdir -p "$OUT" "$WORK"
 exec > >(tee -a "$OUT/gpu_train.log") 2>&1
 log() { echo "[$(date -u +%T) +${SECONDS}s] $*"; }
@@ -48,7 +53,8 @@ print("tts ok:", soundfile.info("/tmp/probe_e.wav").duration, soundfile.info("/t
 PY
 
 log "synthesise (${SYNTH_S} s on ${WORKERS} workers)"
-python3 -m training.synth --text "$PACK/text/sentences.txt" --out "$WORK/train" --n 10000000 \
+for _ in $(seq 1 "$TEXT_REPEAT"); do cat "$PACK/text/sentences.txt"; done > "$WORK/sentences.txt"
+python3 -m training.synth --text "$WORK/sentences.txt" --out "$WORK/train" --n 10000000 \
   --voices espeak,flite --workers "$WORKERS" --deadline-s "$SYNTH_S" --prefix g --seed 7 \
   || { log "FAILED: synthesis"; exit 1; }
 
@@ -58,11 +64,17 @@ python3 -m training.features --plain --device "$DEVICE" --batch "$FEATURE_BATCH"
 python3 -m training.features --plain --device "$DEVICE" --batch 64 --model "$MODEL" \
   --manifest "$PACK/dev/manifest.json" --out "$WORK/cache/dev_full.pt" || { log "FAILED: encode dev"; exit 1; }
 
+if [ -f "$PACK/piper/manifest.json" ]; then  # carried Piper speech, a few hours: repeated per epoch
+  python3 -m training.features --plain --device "$DEVICE" --batch 64 --model "$MODEL" \
+    --manifest "$PACK/piper/manifest.json" --out "$WORK/cache/piper.pt" || { log "FAILED: encode piper"; exit 1; }
+  for i in $(seq 1 "$PIPER_REPEAT"); do ln -sf piper.pt "$WORK/cache/piper_rep$i.pt"; done
+fi
+
 if [ -n "${TOTAL_S:-}" ]; then  # what is left of the whole budget, less ~45 s to load the data and finish
   TRAIN_MIN=$(python3 -c "print(max(0.5, ($TOTAL_S - $SECONDS - 45) / 60))")
 fi
 log "train (${TRAIN_MIN} min)"
-python3 -m training.train --plain --device "$DEVICE" --init "$MODEL" --train "$WORK/cache/train_full.pt" \
+python3 -m training.train --plain --device "$DEVICE" --init "$MODEL" --train "$WORK/cache/train_full.pt" "$WORK/cache/piper_rep*.pt" \
   --eval "$WORK/cache/dev_full.pt" --work "$WORK/run" --minutes "$TRAIN_MIN" --time-schedule --steps 1000000 \
   --lr "$LR" --warmup 50 --batch-frames "$BATCH_FRAMES" --eval-every "$EVAL_EVERY" --eval-first --bf16-joint \
   --time-masks 2 --save-every-s 60
