@@ -82,6 +82,7 @@ class BeamStreams:
                 encoder_output[rows],
                 lengths[rows],
                 [items[i].model_id for i in rows],
+                [items[i].is_last for i in rows],
             )
         delay_frames = pipeline.tokens_per_right_padding
         return [self._report(item, state, delay_frames) for item, state in zip(items, states, strict=True)]
@@ -102,7 +103,8 @@ class BeamStreams:
         best = self.search.best_beam(state)
         tokens = state.histories[best]
         finals: tuple[Final, ...] = ()
-        trailing_blank_frames = state.decoded_frames - (tokens[-1].end_frame if tokens else 0)
+        consumed = state.decoded_frames - (int(state.lags[best]) if state.lags is not None else 0)
+        trailing_blank_frames = consumed - (tokens[-1].end_frame if tokens else 0)
         if item.is_last or (tokens and trailing_blank_frames >= self.eou_frames):
             final = self._final(tokens, delay_frames, state.decoded_frames)
             finals = (final,) if final is not None else ()

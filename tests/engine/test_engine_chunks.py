@@ -12,15 +12,24 @@ from tests.engine.conftest import chunks, noise
 
 
 class _CountingComputer:
-    """Wraps the greedy decoding computer to record how many encoder frames each call decodes."""
+    """Wraps a decoding computer to record how many new encoder frames each call decodes (one stream). A
+    resuming RNNT beam call (``decode_chunk``) is also fed frames it decoded before: counted by where the
+    call ends in the stream."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.frames: list[list[int]] = []
+        self._end = 0
 
     def __call__(self, x: Any, out_len: Any, *args: Any, **kwargs: Any) -> Any:
         self.frames.append([int(n) for n in out_len])
         return self._inner(x, out_len, *args, **kwargs)
+
+    def decode_chunk(self, x: Any, out_len: Any, state: Any, start: Any, open_rows: Any, offsets: Any) -> Any:
+        end = int(offsets[0] + out_len[0])
+        self.frames.append([end - self._end])
+        self._end = end
+        return self._inner.decode_chunk(x, out_len, state, start, open_rows, offsets)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

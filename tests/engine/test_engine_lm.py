@@ -153,3 +153,29 @@ async def test_an_lm_for_another_vocabulary_is_refused(rnnt_model: Path, tmp_pat
 def test_lm_alpha_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="lm_alpha"):
         EngineConfig(model="m.nemo", lm_alpha=-0.1)
+
+
+async def test_chunk_calls_end_with_the_beams_of_one_call(lm_engine: Engine) -> None:
+    """A stream's frames in chunk calls, each beam resuming from the frame it stopped at, end with the same
+    beams (labels, frames, scores) as one call over all the frames."""
+    decoder = lm_engine._loaded_decoder()
+    assert decoder._beam is not None
+    search = decoder._beam.search
+    with torch.inference_mode():
+        encoded, lengths = encode(decoder.wrapper.asr_model, [4], 6.0)
+        total = int(lengths[0])
+        one = search.initial_state(encoded.device)
+        search.decode([one], encoded, lengths, [-1], [True])
+        chunked, lags = search.initial_state(encoded.device), []
+        for start in range(0, total, 3):
+            part = encoded[:, start : start + 3]
+            search.decode([chunked], part, torch.tensor([part.shape[1]]), [-1], [start + 3 >= total])
+            lags.append(int(chunked.lags.max()))
+    want, got = one.histories[search.best_beam(one)], chunked.histories[search.best_beam(chunked)]
+    assert len(want) >= 3
+    assert [(t.label, t.start_frame, t.end_frame) for t in got] == [
+        (t.label, t.start_frame, t.end_frame) for t in want
+    ]
+    torch.testing.assert_close(chunked.scores, one.scores, atol=1e-3, rtol=0)
+    assert chunked.decoded_frames == one.decoded_frames == total
+    assert max(lags[:-1]) > 0  # some beams did stop behind a chunk end and resumed there
