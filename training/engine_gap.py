@@ -7,8 +7,9 @@ calls, end of utterance after ``--eou-ms`` of blank). Prints both WERs (cased, a
 and the utterances whose WER differs most, and writes every pair to ``--out``.
 
 ``--calls-of N`` (beam only) also decodes the simulation's own frames in calls of N encoder frames, carrying
-the beam state from call to call with NeMo's ``prev_batched_state``, as streaming does: it separates what
-the carried beam loses from what the engine's encoder windows change.
+the beam state from call to call with NeMo's ``prev_batched_state`` (NeMo's streaming continuation; the
+engine's RNNT beam now resumes each hypothesis from its own frame instead, which equals one call): it
+separates what that continuation loses from what the engine's encoder windows change.
 
 Usage::
 

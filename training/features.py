@@ -83,7 +83,8 @@ def streamed_frames(
 
 
 def read_16k_file(path: str) -> np.ndarray:
-    """A 16 kHz WAV (as synthesised) as float32; other rates are refused, not resampled."""
+    """A 16 kHz audio file (WAV as synthesised, FLAC or Ogg Opus as packed) as float32; other rates are
+    refused, not resampled."""
     audio, sr = sf.read(path, dtype="float32")
     if sr != 16000:
         raise ValueError(f"{path}: expected 16 kHz, got {sr}")

@@ -35,10 +35,7 @@ def pack(
         if limit and len(kept) >= limit:
             break
         entry = json.loads(line)
-        if fmt == "flac":
-            audio, sr = sf.read(entry["audio_filepath"], dtype="int16")
-        else:
-            audio, sr = sf.read(entry["audio_filepath"], dtype="float32")
+        audio, sr = sf.read(entry["audio_filepath"], dtype="int16" if fmt == "flac" else "float32")
         path = out / (Path(entry["audio_filepath"]).stem + SUFFIX[fmt])
         if fmt == "flac":
             sf.write(path, audio, sr, format="FLAC")

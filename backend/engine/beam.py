@@ -489,63 +489,40 @@ class BeamSearch:
         try:
             if self.is_tdt:
                 hyps, batched = self.computer(encoder_output, encoder_lengths, self._merge(states))
-                next_frames = None
+                fed, next_frames = None, None
             else:
-                hyps, batched, next_frames, fed = self._decode_resuming(
-                    states, encoder_output, encoder_lengths, last or [False] * len(states)
-                )
+                fed = [
+                    torch.cat([s.tail, encoder_output[b, :n]])
+                    if s.tail is not None
+                    else encoder_output[b, :n]
+                    for b, (s, n) in enumerate(zip(states, encoder_lengths.tolist(), strict=True))
+                ]
+                hyps, batched, next_frames = self._decode_resuming(states, fed, last or [False] * len(states))
         finally:
             self.computer.biasing.row_model_ids = None
         root_ptrs = hyps.flatten_()
         self._split(batched, states)
-        if next_frames is not None:
-            self._keep_resume_points(states, encoder_output, encoder_lengths, next_frames, fed)
+        if fed is not None:
+            for state, frames, next_frame in zip(states, fed, next_frames, strict=True):
+                state.lags = (frames.shape[0] - next_frame).clamp(
+                    min=0
+                )  # frames this beam has yet to consume
+                state.tail = frames[-RESUME_FRAMES:].clone()
         self._extend_histories(hyps, root_ptrs, states)
 
     def _decode_resuming(
-        self,
-        states: list[BeamStreamState],
-        encoder_output: torch.Tensor,
-        encoder_lengths: torch.Tensor,
-        last: list[bool],
-    ) -> tuple[Any, BatchedBeamState, torch.Tensor, list[int]]:
-        """The RNNT call: each stream's kept frames, then its new ones; each beam starts where it stopped."""
-        rows, fed = [], []
-        for b, state in enumerate(states):
-            kept = (
-                state.tail
-                if state.tail is not None
-                else encoder_output.new_zeros(0, encoder_output.shape[-1])
-            )
-            rows.append(torch.cat([kept, encoder_output[b, : int(encoder_lengths[b])]]))
-            fed.append(kept.shape[0])
-        frames = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
-        device = frames.device
-        lengths = torch.tensor([r.shape[0] for r in rows], device=device)
-        kept_t = torch.tensor(fed, device=device)
-        start = (kept_t[:, None] - torch.stack([s.lags for s in states])).clamp(min=0)
-        offsets = torch.tensor([s.decoded_frames for s in states], device=device) - kept_t
+        self, states: list[BeamStreamState], fed: list[torch.Tensor], last: list[bool]
+    ) -> tuple[Any, BatchedBeamState, torch.Tensor]:
+        """The RNNT call over each stream's ``fed`` frames (its kept ones, then its new ones): each beam
+        starts where it stopped; a stream not at its ``last`` frames stops with its first finished beam."""
+        device = fed[0].device
+        lengths = torch.tensor([f.shape[0] for f in fed], device=device)
+        kept = torch.tensor([s.tail.shape[0] if s.tail is not None else 0 for s in states], device=device)
+        start = (kept[:, None] - torch.stack([s.lags for s in states])).clamp(min=0)
+        offsets = torch.tensor([s.decoded_frames for s in states], device=device) - kept
         open_rows = ~torch.tensor(last, dtype=torch.bool, device=device)
-        hyps, batched, next_frames = self.computer.decode_chunk(
-            frames, lengths, self._merge(states), start, open_rows, offsets
-        )
-        return hyps, batched, next_frames, fed
-
-    def _keep_resume_points(
-        self,
-        states: list[BeamStreamState],
-        encoder_output: torch.Tensor,
-        encoder_lengths: torch.Tensor,
-        next_frames: torch.Tensor,
-        fed: list[int],
-    ) -> None:
-        """Each beam's lag behind its stream's decoded frames, and the frames to feed again next time."""
-        for b, state in enumerate(states):
-            total = fed[b] + int(encoder_lengths[b])
-            state.lags = (total - next_frames[b]).clamp(min=0)
-            new = encoder_output[b, : int(encoder_lengths[b])]
-            state.tail = torch.cat([state.tail, new]) if state.tail is not None else new
-            state.tail = state.tail[-RESUME_FRAMES:].clone()
+        frames = torch.nn.utils.rnn.pad_sequence(fed, batch_first=True)
+        return self.computer.decode_chunk(frames, lengths, self._merge(states), start, open_rows, offsets)
 
     def best_beam(self, state: BeamStreamState) -> int:
         """Index of the best beam by length-normalised score (NeMo's ``flatten_sort_`` criterion)."""
