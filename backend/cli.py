@@ -76,9 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     user.add_argument("username")
     user.add_argument("--role", choices=["admin", "member"], default="member")
     user.set_defaults(func=_create_user)
-    from backend.loadtest.cli import add_arguments as add_loadtest_arguments
-    from backend.loadtest.cli import run as run_loadtest
     from eval.__main__ import add_subcommands as add_eval_subcommands
+    from loadtest.cli import add_arguments as add_loadtest_arguments
+    from loadtest.cli import run as run_loadtest
 
     loadtest = sub.add_parser(
         "loadtest", help="live sessions one server holds in real time (docs/loadtest.md)"

@@ -9,9 +9,17 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_MODEL_PATH = REPO_ROOT / "models" / "captions-embedded.nemo"
-BUNDLED_LM_PATH = REPO_ROOT / "models" / "captions-embedded-lm.nemo"
+from captions_model.paths import BUNDLED_LM_PATH, BUNDLED_MODEL_PATH, REPO_ROOT, resolve_lm
+
+__all__ = [
+    "BUNDLED_LM_PATH",
+    "BUNDLED_MODEL_PATH",
+    "REPO_ROOT",
+    "Settings",
+    "get_settings",
+    "lm_path",
+    "resolve_lm",
+]
 
 
 class Settings(BaseSettings):
@@ -146,17 +154,6 @@ class Settings(BaseSettings):
 def lm_path(settings: Settings) -> str | None:
     """The LM the engine fuses into beam search, or None (see ``Settings.lm``)."""
     return resolve_lm(settings.model, settings.lm)
-
-
-def resolve_lm(model: str, lm: str) -> str | None:
-    """``lm`` is a path, ``none``, or ``auto``: the bundled LM when ``model`` is the bundled model (an LM is
-    tied to its model's vocabulary), else none."""
-    if lm == "none":
-        return None
-    if lm != "auto":
-        return lm
-    bundled = Path(model).resolve() == BUNDLED_MODEL_PATH.resolve()
-    return str(BUNDLED_LM_PATH) if bundled and BUNDLED_LM_PATH.is_file() else None
 
 
 @lru_cache(maxsize=1)

@@ -24,9 +24,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.config import resolve_lm  # noqa: E402
 from backend.engine import Engine, EngineConfig, StreamOptions, VocabularyHandle  # noqa: E402
-from backend.engine.tiny_model import build_tiny_transducer  # noqa: E402
+from captions_model.paths import resolve_lm  # noqa: E402
+from tests.support.tiny_model import build_tiny_transducer  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ across chunks, every stream with its own generated list of ``--terms`` terms. Sc
   memory cache      lists precompiled in the registry's memory; registered when a stream starts, removed
                     when it ends
   registered        lists registered before the session starts (the registry's decoder registration)
-The biased scenarios run with ``biasing.multi_model.SparseAdvanceMultiModel`` installed in the computer (our
-drop-in PyTorch advance); "registered, NeMo advance" is the last one with NeMo's own multi-model.
+The biased scenarios run with ``biasing.nemo.multi_model.SparseAdvanceMultiModel`` installed in the computer
+(our drop-in PyTorch advance); "registered, NeMo advance" is the last one with NeMo's own multi-model.
 RTFx = streams x audio seconds / wall seconds; ratios are to "no biasing", all measured in this run.
 """
 
@@ -39,9 +39,9 @@ from nemo.collections.asr.parts.submodules.transducer_decoding.rnnt_label_loopin
 )
 
 from biasing.graph import build_graph  # noqa: E402
-from biasing.multi_model import install_sparse_advance  # noqa: E402
-from biasing.nemo_compat import to_nemo_model  # noqa: E402
-from biasing.registry import BiasingRegistry  # noqa: E402
+from biasing.nemo.compat import to_nemo_model  # noqa: E402
+from biasing.nemo.multi_model import install_sparse_advance  # noqa: E402
+from biasing.nemo.registry import BiasingRegistry  # noqa: E402
 
 FRAMES_PER_CHUNK = 7  # 0.56 s at 80 ms per encoder frame
 CHUNK_S = 0.56

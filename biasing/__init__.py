@@ -1,6 +1,6 @@
 """Context biasing (TurboBias 2.0) as a pure library: terms, graph compiler, NeMo adapter, registry.
 
-Imports nothing from the web or database layers. ``biasing.nemo_compat`` (and the registry) import NeMo.
+Imports nothing from the web or database layers. ``biasing.nemo.compat`` (and the registry) import NeMo.
 """
 
 from biasing.graph import (

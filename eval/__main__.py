@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
-    from backend.config import resolve_lm
     from backend.engine import EngineConfig
+    from captions_model.paths import resolve_lm
     from eval.dataset import load_set
     from eval.report import plot, table, to_row, write_outputs
     from eval.runner import expand_configs, run_sweep

@@ -203,8 +203,8 @@ def _write_tiny_set(out: Path, pools: RarePools) -> Path:
 
 @pytest.mark.slow
 def test_tiny_end_to_end(pools: RarePools, tmp_path: Path) -> None:
-    from backend.engine.tiny_model import build_tiny_transducer
     from eval.__main__ import main
+    from tests.support.tiny_model import build_tiny_transducer
 
     model = build_tiny_transducer(tmp_path / "model", kind="rnnt")
     manifest = _write_tiny_set(tmp_path / "set", pools)

@@ -173,10 +173,11 @@ def test_the_bundled_lm_goes_with_the_bundled_model_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from backend import config
+    from captions_model import paths
 
     bundled_lm = tmp_path / "lm.nemo"
     bundled_lm.write_bytes(b"lm")
-    monkeypatch.setattr(config, "BUNDLED_LM_PATH", bundled_lm)
+    monkeypatch.setattr(paths, "BUNDLED_LM_PATH", bundled_lm)
     assert config.lm_path(Settings()) == str(bundled_lm)
     assert config.lm_path(Settings(model=str(tmp_path / "other.nemo"))) is None  # its vocabulary differs
     assert config.lm_path(Settings(lm="none")) is None

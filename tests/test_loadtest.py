@@ -1,4 +1,4 @@
-"""The load test tool (backend/loadtest): its figures against hand-computed cases, and short runs against a
+"""The load test tool (loadtest/): its figures against hand-computed cases, and short runs against a
 real uvicorn with the fake engine, including an overload run that must degrade in RELIABILITY.md row 5's
 order (partials dropped, then 503 handshakes, then 1013 busy) without losing a final."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.loadtest.client import ClientResult
-from backend.loadtest.report import (
+from loadtest.client import ClientResult
+from loadtest.report import (
     Criteria,
     Sample,
     capacity,
@@ -22,8 +22,8 @@ from backend.loadtest.report import (
     verdict,
     write_outputs,
 )
-from backend.loadtest.runner import LoadTestConfig, run_loadtest
-from backend.loadtest.vocabulary import generate_terms
+from loadtest.runner import LoadTestConfig, run_loadtest
+from loadtest.vocabulary import generate_terms
 from tests.support.fake_engine import FakeEngine
 from tests.support.server import ADMIN_PASSWORD, LiveServer, make_settings
 

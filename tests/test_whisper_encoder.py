@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from backend.nemo_modules import TARGET_PREFIX, WhisperEncoder
+from captions_model.nemo_encoder import LEGACY_TARGET_PREFIX, TARGET, TARGET_PREFIX, WhisperEncoder
 
 torch.set_num_threads(1)
 
@@ -83,6 +83,21 @@ def test_target_prefix_is_allowed_by_nemo() -> None:
     from nemo.core.classes import common
 
     assert TARGET_PREFIX in common.ALLOWED_TARGET_PREFIXES
+    assert LEGACY_TARGET_PREFIX in common.ALLOWED_TARGET_PREFIXES
+
+
+@pytest.mark.parametrize("target", [TARGET, LEGACY_TARGET_PREFIX + "whisper_encoder.WhisperEncoder"])
+def test_new_and_shipped_target_names_build_the_same_module(target: str) -> None:
+    """New models name ``captions_model.nemo_encoder``; the shipped ``.nemo`` files name the old path."""
+    from nemo.core.classes.common import Serialization
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(
+        {"_target_": target, "d_model": 64, "n_layers": 2, "n_heads": 2, "d_out": 48, "max_positions": 200}
+    )
+    module = Serialization.from_config_dict(cfg)
+    assert type(module) is WhisperEncoder
+    assert module.subsampling_factor == 8
 
 
 @pytest.mark.skipif(not MODEL_PATH.exists(), reason="shipped model not present")
@@ -90,7 +105,7 @@ def test_shipped_model_restores_and_runs() -> None:
     from nemo.collections.asr.models import ASRModel
 
     model = ASRModel.restore_from(str(MODEL_PATH), map_location="cpu").eval()
-    assert model.cfg.encoder._target_ == "backend.nemo_modules.whisper_encoder.WhisperEncoder"
+    assert model.cfg.encoder._target_ == LEGACY_TARGET_PREFIX + "whisper_encoder.WhisperEncoder"
     assert model.cfg.preprocessor.window_stride * model.encoder.subsampling_factor == pytest.approx(0.08)
     with torch.inference_mode():
         audio = torch.zeros(1, 16000)

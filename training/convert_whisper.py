@@ -2,7 +2,7 @@
 
 CTranslate2 has no API to read weights back, so this parses the binary format its writer
 (``ctranslate2/specs/model_spec.py``, binary version 6, little-endian) produces. The resulting state dict has
-the key names of :class:`backend.nemo_modules.whisper_encoder.WhisperEncoder` (minus the trainable
+the key names of :class:`captions_model.nemo_encoder.WhisperEncoder` (minus the trainable
 frame-stacking
 projection) and is float32.
 

@@ -24,7 +24,7 @@ from nemo.collections.asr.metrics.wer import word_error_rate
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+import captions_model.nemo_encoder  # noqa: F401 - registers our _target_ prefixes with NeMo
 from eval.dataset import read_16k
 from training.features import load_model, streamed_frames
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from omegaconf import open_dict
 
-import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+import captions_model.nemo_encoder  # noqa: F401 - registers our _target_ prefixes with NeMo
 from training.checkpoint import load_trained
 from training.features import load_model
 from training.model import VALIDATION_DS

@@ -39,7 +39,7 @@ def load_model(path: Path):  # noqa: ANN201
     """The NeMo model at ``path`` (CPU, eval mode)."""
     from nemo.collections.asr.models import ASRModel
 
-    import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+    import captions_model.nemo_encoder  # noqa: F401 - registers our _target_ prefixes with NeMo
 
     model = ASRModel.restore_from(str(path), map_location="cpu")
     model.eval()

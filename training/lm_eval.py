@@ -28,7 +28,7 @@ import torch
 from nemo.collections.asr.metrics.wer import word_error_rate
 from omegaconf import open_dict
 
-import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+import captions_model.nemo_encoder  # noqa: F401 - registers our _target_ prefixes with NeMo
 from training.features import load_model
 from training.train import decode_caches
 

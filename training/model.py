@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-import backend.nemo_modules  # noqa: F401 - registers our _target_ prefix with NeMo
+import captions_model.nemo_encoder  # noqa: F401 - registers our _target_ prefixes with NeMo
 
 # ``transcribe()`` reads dataloader defaults from ``validation_ds``; with no manifest nothing loads at init.
 VALIDATION_DS = {
@@ -55,7 +55,7 @@ def model_config(tokenizer_dir: Path, hparams: dict, d_out: int = 384, n_top_lay
             "mel_norm": "slaney",
         },
         "encoder": {
-            "_target_": "backend.nemo_modules.whisper_encoder.WhisperEncoder",
+            "_target_": "captions_model.nemo_encoder.WhisperEncoder",
             "feat_in": 80,
             "d_model": hparams["d_model"],
             "n_layers": hparams["n_layers"],

@@ -7,7 +7,7 @@ model's configuration, with the same state-dict keys:
 
 * ``preprocessor.featurizer``: ``AudioToMelSpectrogramPreprocessor`` (centred STFT, power, the stored mel
   filterbank, log with a clamp guard, no normalisation, dither or pre-emphasis);
-* ``encoder``: ``backend.whisper_core.WhisperCore`` (the same class the NeMo module is built on);
+* ``encoder``: ``captions_model.whisper_core.WhisperCore`` (the same class the NeMo module is built on);
 * ``decoder``: ``RNNTDecoder`` with ``blank_as_pad`` (embedding, one LSTM layer, output dropout);
 * ``joint``: ``RNNTJoint`` (two projections, ReLU, dropout, output layer; raw logits);
 * ``decoding``: greedy batched RNNT decoding (``max_symbols`` labels per frame), NeMo's ``greedy_batch``.
@@ -29,7 +29,7 @@ import torch
 import yaml
 from torch import Tensor, nn
 
-from backend.whisper_core import WhisperCore
+from captions_model.whisper_core import WhisperCore
 
 
 def read_nemo(path: Path) -> tuple[dict, dict[str, Tensor], bytes]:

@@ -94,8 +94,8 @@ async def transcribe(
     """Each WAV streamed through one engine with this setting; the joined finals per file name. ``lm`` as
     ``CAPTIONS_LM``: a path, ``none``, or ``auto`` (the bundled LM for the bundled model only, so a candidate
     model elsewhere needs the path). ``config``: further ``EngineConfig`` fields."""
-    from backend.config import resolve_lm
     from backend.engine import Engine, EngineConfig, StreamOptions
+    from captions_model.paths import resolve_lm
     from eval.dataset import read_16k
     from eval.runner import decode_stream
 

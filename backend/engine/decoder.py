@@ -25,7 +25,7 @@ from backend.engine.nemo_pipelines import (
 )
 from backend.engine.steps import NO_BIASING, StepItem, StepOutput, make_frame
 from backend.engine.types import EngineConfig, Final, Word, collapse_repeated_marks
-from biasing.multi_model import install_sparse_advance
+from biasing.nemo.multi_model import install_sparse_advance
 
 
 class StreamDecoder:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class RegistryBackend:
-    """``biasing.registry.BiasingRegistry`` for one decoder: ``key``/``compile`` on the compile thread,
+    """``biasing.nemo.registry.BiasingRegistry`` for one decoder: ``key``/``compile`` on the compile thread,
     ``register``/``unregister`` on the decode thread (between steps)."""
 
     def __init__(
@@ -37,7 +37,7 @@ class RegistryBackend:
         cache_dir: Path | None,
         params: GraphParams,
     ) -> None:
-        from biasing.registry import BiasingRegistry
+        from biasing.nemo.registry import BiasingRegistry
 
         # Compiles run in a worker process: a 10,000-term compile in a thread of this process holds the GIL
         # and stalls every stream's decode step (measured in bench/bench_registry.py).

@@ -1,17 +1,8 @@
-"""NeMo neural modules of our own, referenced by ``_target_`` from the shipped ``.nemo`` model configs.
+"""Compatibility shim: the shipped ``.nemo`` files name
+``backend.nemo_modules.whisper_encoder.WhisperEncoder`` as their encoder's ``_target_``. The code lives in
+``captions_model.nemo_encoder``; keep this path for as long as such files exist."""
 
-NeMo 3.0.0 instantiates a config ``_target_`` only under an allow-list of prefixes
-(``nemo.core.classes.common.ALLOWED_TARGET_PREFIXES``); importing this package adds ours, so
-``ASRModel.restore_from("models/captions-embedded.nemo")`` works after ``import backend.nemo_modules``.
-"""
-
-from nemo.core.classes import common as _nemo_common
-
-from backend.nemo_modules.whisper_encoder import WhisperEncoder
+from captions_model.nemo_encoder import LEGACY_TARGET_PREFIX as TARGET_PREFIX
+from captions_model.nemo_encoder import WhisperEncoder
 
 __all__ = ["TARGET_PREFIX", "WhisperEncoder"]
-
-TARGET_PREFIX = "backend.nemo_modules."
-
-if TARGET_PREFIX not in _nemo_common.ALLOWED_TARGET_PREFIXES:
-    _nemo_common.ALLOWED_TARGET_PREFIXES.append(TARGET_PREFIX)

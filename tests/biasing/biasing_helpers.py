@@ -9,7 +9,7 @@ import numpy as np
 import sentencepiece as spm
 import torch
 
-from biasing.nemo_compat import to_nemo_model
+from biasing.nemo.compat import to_nemo_model
 
 BOUNDARY = "\u2581"
 WORDS = (  # the test tokenizers are trained on these, in all casings

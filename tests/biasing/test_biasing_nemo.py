@@ -14,7 +14,7 @@ from nemo.collections.asr.parts.context_biasing.boosting_graph_batched import GP
 from nemo.collections.asr.parts.context_biasing.context_graph_universal import ContextGraph
 
 from biasing.graph import GraphMode, GraphParams, build_graph
-from biasing.nemo_compat import to_nemo_model
+from biasing.nemo.compat import to_nemo_model
 from tests.biasing.biasing_helpers import WORDS, nemo_totals
 
 SETTINGS = settings(
@@ -94,7 +94,7 @@ def test_nemo_tokenizer_and_raw_processor_give_the_same_graph(bpe, bpe_model_pat
     seed=st.integers(0, 2**16),
 )
 def test_sparse_advance_equals_nemo_advance(bpe, texts, seed) -> None:
-    from biasing.multi_model import SparseAdvanceMultiModel
+    from biasing.nemo.multi_model import SparseAdvanceMultiModel
 
     vocab = bpe.get_piece_size()
     nemo_multi = GPUBiasingMultiModel(vocab_size=vocab, use_triton=False)
@@ -126,7 +126,7 @@ def test_label_looping_decoding_is_unchanged_by_sparse_advance(bpe) -> None:
         GreedyBatchedRNNTLabelLoopingComputer,
     )
 
-    from biasing.multi_model import SparseAdvanceMultiModel, install_sparse_advance
+    from biasing.nemo.multi_model import SparseAdvanceMultiModel, install_sparse_advance
 
     torch.manual_seed(0)
     vocab = bpe.get_piece_size()

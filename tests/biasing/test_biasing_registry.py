@@ -14,7 +14,7 @@ from nemo.collections.asr.parts.context_biasing.biasing_multi_model import GPUBi
 
 from biasing.disk_cache import DiskCache
 from biasing.graph import GraphMode, GraphParams
-from biasing.registry import BiasingRegistry, LeaseReleasedError
+from biasing.nemo.registry import BiasingRegistry, LeaseReleasedError
 from biasing.terms import Term, TermValidationError
 
 TERMS = ["Linezolid", "acme group", Term("Husqvarna", 2.0)]

@@ -12,7 +12,7 @@ import pytest_asyncio
 import torch
 
 from backend.engine import Engine, EngineConfig
-from backend.engine.tiny_model import build_tiny_transducer
+from tests.support.tiny_model import build_tiny_transducer
 
 torch.set_num_threads(1)
 

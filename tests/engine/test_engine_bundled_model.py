@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from backend.config import BUNDLED_MODEL_PATH
 from backend.engine import Engine, EngineConfig, StreamOptions
+from captions_model.paths import BUNDLED_MODEL_PATH
 from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow

@@ -10,9 +10,9 @@ import pytest
 import pytest_asyncio
 
 from backend.engine import Engine, EngineConfig, StreamOptions
-from backend.engine.tiny_model import build_tiny_transducer
 from tests.engine.conftest import chunks, noise
 from tests.engine.test_engine_equivalence import PLANS, outputs, run_batched, run_stream
+from tests.support.tiny_model import build_tiny_transducer
 
 
 @pytest.fixture(scope="session")

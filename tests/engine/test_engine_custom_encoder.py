@@ -11,9 +11,9 @@ import pytest_asyncio
 import torch
 
 from backend.engine import Engine, EngineConfig
-from backend.engine.tiny_model import build_tiny_transducer
 from tests.engine.conftest import noise
 from tests.engine.test_engine_equivalence import PLANS, outputs, run_batched, run_stream, with_decoding
+from tests.support.tiny_model import build_tiny_transducer
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import pytest
 
 from backend.engine import Engine, EngineConfig, EngineError, StreamOptions
 from biasing.graph import GraphMode, GraphParams
-from biasing.registry import BiasingRegistry
+from biasing.nemo.registry import BiasingRegistry
 from biasing.terms import Term, TermValidationError
 from tests.engine.conftest import noise, random_terms, running
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.loadtest.vocabulary import generate_terms
+from loadtest.vocabulary import generate_terms
 
 REQUEST_TIMEOUT_S = 120.0  # vocabulary compiles and logins (argon2) are slow on a loaded 2-core machine
 

@@ -20,7 +20,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from backend.loadtest.audio import AudioLoop
+from loadtest.audio import AudioLoop
 
 SUBPROTOCOL = "captions.v1"
 READY_TIMEOUT_S = 60.0

@@ -32,7 +32,7 @@ from nemo.collections.asr.parts.context_biasing.boosting_graph_batched import GP
 
 from biasing.disk_cache import DiskCache
 from biasing.graph import COMPILER_VERSION, BoostingGraph, GraphParams, build_graph
-from biasing.nemo_compat import to_nemo_model
+from biasing.nemo.compat import to_nemo_model
 from biasing.terms import Term, TermValidationError
 from biasing.tokenizer import as_tokenizer
 from biasing.worker import compile_arrays, graph_from_arrays

@@ -38,7 +38,7 @@ def _train_tokenizer(work_dir: Path, vocab_size: int) -> Path:
     return tokenizer_dir
 
 
-_WHISPER_ENCODER = "backend.nemo_modules.whisper_encoder.WhisperEncoder"
+_WHISPER_ENCODER = "captions_model.nemo_encoder.WhisperEncoder"
 
 
 Encoder = Literal["conformer", "whisper", "cache_aware"]
@@ -169,7 +169,7 @@ def build_tiny_transducer(
     from omegaconf import OmegaConf
 
     if encoder == "whisper":
-        import backend.nemo_modules  # noqa: F401  (allows its ``_target_``)
+        import captions_model.nemo_encoder  # noqa: F401  (allows its ``_target_``)
 
     work_dir.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = _train_tokenizer(work_dir, vocab_size)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.loadtest.client import ClientResult
+from loadtest.client import ClientResult
 
 DROPPED = "captions_partials_dropped_total"
 PERSISTED = "captions_finals_persisted_total"

@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
-from backend.loadtest.api import Fleet, FleetPlan, is_ready, open_fleet, scrape_metrics
-from backend.loadtest.audio import SAMPLE_RATE_HZ, AudioLoop, load_pcm16, synthesize
-from backend.loadtest.client import ClientPlan, StreamingClient
-from backend.loadtest.report import SESSIONS, Criteria, Sample, capacity, summarize_step
+from loadtest.api import Fleet, FleetPlan, is_ready, open_fleet, scrape_metrics
+from loadtest.audio import SAMPLE_RATE_HZ, AudioLoop, load_pcm16, synthesize
+from loadtest.client import ClientPlan, StreamingClient
+from loadtest.report import SESSIONS, Criteria, Sample, capacity, summarize_step
 
 MAX_CLIENTS = 512
 START_LEAD_S = 1.0  # between planning a step and its first client connecting

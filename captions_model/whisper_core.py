@@ -1,9 +1,9 @@
 """Whisper's audio encoder at NeMo's 80 ms frame rate, in plain PyTorch (no NeMo import).
 
-``WhisperCore`` holds the layers and the computation of the embedded model's encoder. The NeMo module that the
-shipped ``.nemo`` names (``backend.nemo_modules.whisper_encoder.WhisperEncoder``) is this class plus NeMo's
-typed-module interface; ``training/plain.py`` uses this class alone, so the GPU training script runs where
-only PyTorch is installed. Both have the same state-dict keys.
+``WhisperCore`` holds the layers and the computation of the embedded model's encoder. The NeMo module
+(``captions_model.nemo_encoder.WhisperEncoder``, which the shipped ``.nemo`` names by its old path) is this
+class plus NeMo's typed-module interface; ``training/plain.py`` uses this class alone, so the GPU training
+script runs where only PyTorch is installed. Both have the same state-dict keys.
 
 Input is NeMo's natural-log mel spectrogram (``AudioToMelSpectrogramPreprocessor`` with 80 bins, 25 ms window,
 10 ms stride, no normalisation, no dither, no pre-emphasis). The module rescales it the way Whisper does

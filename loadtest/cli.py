@@ -1,4 +1,4 @@
-"""Command line of the load test: ``python -m backend.loadtest`` (and ``captions loadtest``).
+"""Command line of the load test: ``python -m loadtest`` (and ``captions loadtest``).
 
 Kept light (argparse only) so ``backend/cli.py`` can import ``add_arguments`` and ``run`` cheaply; the
 heavy modules are imported when a run starts.
@@ -114,8 +114,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, base_url: str, password: str, pid: int | None) -> Any:
-    from backend.loadtest.report import Criteria
-    from backend.loadtest.runner import LoadTestConfig
+    from loadtest.report import Criteria
+    from loadtest.runner import LoadTestConfig
 
     label = args.label or f"{args.decoding}-{args.chunk_s}s-{args.terms}terms"
     return LoadTestConfig(
@@ -145,7 +145,7 @@ def _config(args: argparse.Namespace, base_url: str, password: str, pid: int | N
 
 def format_table(report: dict[str, Any]) -> str:
     """The steps as a fixed-width text table (also used in docs/loadtest.md)."""
-    from backend.loadtest.report import step_lag_s
+    from loadtest.report import step_lag_s
 
     head = (
         "N",
@@ -191,9 +191,9 @@ def format_table(report: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the load test from parsed arguments; exit status 1 if any final was lost or duplicated."""
-    from backend.loadtest.report import plot, write_outputs
-    from backend.loadtest.runner import run_loadtest
-    from backend.loadtest.server import ServerProcess
+    from loadtest.report import plot, write_outputs
+    from loadtest.runner import run_loadtest
+    from loadtest.server import ServerProcess
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     out = args.out or REPO_ROOT / "var" / "loadtest" / f"{args.label or 'run'}-{stamp}"
@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m backend.loadtest``."""
-    parser = argparse.ArgumentParser(prog="python -m backend.loadtest", description=__doc__)
+    """``python -m loadtest``."""
+    parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -1,0 +1,22 @@
+"""Where the bundled model and its LM live, and which LM goes with a model (no heavy imports)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["BUNDLED_LM_PATH", "BUNDLED_MODEL_PATH", "REPO_ROOT", "resolve_lm"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_MODEL_PATH = REPO_ROOT / "models" / "captions-embedded.nemo"
+BUNDLED_LM_PATH = REPO_ROOT / "models" / "captions-embedded-lm.nemo"
+
+
+def resolve_lm(model: str, lm: str) -> str | None:
+    """``lm`` is a path, ``none``, or ``auto``: the bundled LM when ``model`` is the bundled model (an LM is
+    tied to its model's vocabulary), else none."""
+    if lm == "none":
+        return None
+    if lm != "auto":
+        return lm
+    bundled = Path(model).resolve() == BUNDLED_MODEL_PATH.resolve()
+    return str(BUNDLED_LM_PATH) if bundled and BUNDLED_LM_PATH.is_file() else None
