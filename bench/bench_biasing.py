@@ -23,7 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from biasing.graph import GraphMode, GraphParams, build_graph  # noqa: E402
+from biasing.compile import build_graph  # noqa: E402
+from biasing.graph import GraphMode, GraphParams  # noqa: E402
 from biasing.nemo.compat import to_nemo_model  # noqa: E402
 
 ONSETS = "b c d f g h j k l m n p qu r s t v w x z br cl dr fl gr pl pr st tr sh ch th".split()

@@ -38,7 +38,7 @@ from nemo.collections.asr.parts.submodules.transducer_decoding.rnnt_label_loopin
     GreedyBatchedRNNTLabelLoopingComputer,
 )
 
-from biasing.graph import build_graph  # noqa: E402
+from biasing.compile import build_graph  # noqa: E402
 from biasing.nemo.compat import to_nemo_model  # noqa: E402
 from biasing.nemo.multi_model import install_sparse_advance  # noqa: E402
 from biasing.nemo.registry import BiasingRegistry  # noqa: E402

@@ -1,17 +1,19 @@
-"""Context biasing (TurboBias 2.0) as a pure library: terms, graph compiler, NeMo adapter, registry.
+"""Context biasing (TurboBias 2.0) as a pure library: terms, tokenizer adapter, graph compiler, matching.
 
-Imports nothing from the web or database layers. ``biasing.nemo.compat`` (and the registry) import NeMo.
+The modules here import numpy and SentencePiece only: nothing from the web or database layers, no torch, no
+NeMo. ``biasing.nemo`` is the adapter to NeMo 3.0.0 (graphs as boosting-tree models, the registry of
+per-stream model ids in a decoder's multi-model); it is the one part that imports torch and NeMo.
 """
 
+from biasing.compile import build_graph
 from biasing.graph import (
     COMPILER_VERSION,
     BoostingGraph,
     GraphMode,
     GraphParams,
     GraphValidationError,
-    build_graph,
-    find_matches,
 )
+from biasing.matching import find_matches
 from biasing.terms import Term, TermError, TermLimits, TermValidationError, normalize_terms
 
 __all__ = [

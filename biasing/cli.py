@@ -17,8 +17,9 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from biasing.compile import build_graph
 from biasing.dot import to_dot
-from biasing.graph import GraphMode, GraphParams, build_graph
+from biasing.graph import GraphMode, GraphParams
 from biasing.terms import Term, TermError, TermValidationError, normalize_terms
 
 

@@ -336,3 +336,13 @@ def compile_graph(terms: Sequence[Any], tokenizer: Any, params: GraphParams = Gr
     if params.mode is GraphMode.CASE_SENSITIVE_TREE:
         return _compile_tree(items, adapter, params)
     return _compile_variative(items, adapter, params)
+
+
+def build_graph(terms: Sequence[Any], tokenizer: Any, params: GraphParams = GraphParams()) -> BoostingGraph:
+    """Compile normalised terms (``Term`` or str) for ``tokenizer`` into an immutable, validated graph.
+
+    Raises ``TermValidationError`` for terms the tokenizer cannot spell (never skips them).
+    """
+    graph = compile_graph(terms, tokenizer, params)
+    graph.validate()
+    return graph

@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-
-from biasing.matching import find_matches
 
 COMPILER_VERSION = "turbobias2-graph-1"
 __all__ = [
@@ -33,9 +30,8 @@ __all__ = [
     "GraphMode",
     "GraphParams",
     "GraphValidationError",
-    "build_graph",
+    "validate_arrays",
 ]
-__all__ += ["find_matches", "validate_arrays"]
 
 
 class GraphMode(enum.Enum):
@@ -216,15 +212,3 @@ def validate_arrays(graph: BoostingGraph) -> None:
     _check(len(lengths) == 1, "state arrays differ in length")
     _validate_arcs(graph)
     _validate_backoff(graph)
-
-
-def build_graph(terms: Sequence[Any], tokenizer: Any, params: GraphParams = GraphParams()) -> BoostingGraph:
-    """Compile normalised terms (``Term`` or str) for ``tokenizer`` into an immutable, validated graph.
-
-    Raises ``TermValidationError`` for terms the tokenizer cannot spell (never skips them).
-    """
-    from biasing.compile import compile_graph
-
-    graph = compile_graph(terms, tokenizer, params)
-    graph.validate()
-    return graph

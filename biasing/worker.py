@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import sentencepiece as spm
 
-from biasing.graph import BoostingGraph, GraphMode, GraphParams, build_graph
+from biasing.compile import build_graph
+from biasing.graph import BoostingGraph, GraphMode, GraphParams
 from biasing.terms import Term
 from biasing.tokenizer import TokenizerAdapter
 

@@ -2,11 +2,10 @@
 per-stream vocabulary biasing, exact 0.56 s / 1.12 s chunks."""
 
 from backend.engine.engine import Engine
+from backend.engine.errors import EngineError, EngineOverloaded
 from backend.engine.stream import EngineStream, StreamStatus
 from backend.engine.types import (
     EngineConfig,
-    EngineError,
-    EngineOverloaded,
     EngineStats,
     Final,
     StepResult,

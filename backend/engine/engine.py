@@ -29,12 +29,11 @@ import numpy as np
 import torch
 
 from backend.engine.decoder import StreamDecoder
+from backend.engine.errors import EngineError, EngineOverloaded
 from backend.engine.steps import StepItem, StepOutput
 from backend.engine.stream import EngineStream, StreamStatus
 from backend.engine.types import (
     EngineConfig,
-    EngineError,
-    EngineOverloaded,
     EngineStats,
     StepResult,
     StreamOptions,
@@ -60,13 +59,7 @@ class _Request:
 
 
 class Engine:
-    """Every live stream decoded on one NeMo model with continuous batching and per-stream biasing.
-
-    Test hooks (used by the test suite, never by the service):
-    - ``_inject_fault``: set to an exception instance; the next decode step raises it on the decode thread
-      (the engine then fails that step's futures with ``EngineError`` and becomes not ready);
-    - ``_step_delay_s``: seconds slept on the decode thread in every step (simulates a slower machine).
-    """
+    """Every live stream decoded on one NeMo model with continuous batching and per-stream biasing."""
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
@@ -89,8 +82,6 @@ class Engine:
         self._last_step_ms = 0.0
         self._queue_wait_ms = 0.0
         self._steps_total = 0
-        self._inject_fault: BaseException | None = None
-        self._step_delay_s = 0.0
 
     async def start(self) -> None:
         """Load the model on the decode thread, warm it up, and start the batcher task."""
@@ -257,7 +248,15 @@ class Engine:
         if options.vocabulary is not None:
             registration = options.vocabulary.registration()
             self._registry.ref(registration)
-        stream = EngineStream(self, self._next_stream_id, options, chunk_samples, registration)
+        stream = EngineStream(
+            self._next_stream_id,
+            options,
+            chunk_samples,
+            registration,
+            registry=self._registry,
+            enqueue=self._enqueue,
+            on_close=self._stream_closed,
+        )
         self._next_stream_id += 1
         self._streams[stream.stream_id] = stream
         return stream
@@ -268,6 +267,15 @@ class Engine:
         self._pending[stream.stream_id] = _Request(stream, samples, future)
         self._wakeup.set()
         return future
+
+    def _stream_closed(self, stream: EngineStream, holds_decoder_state: bool) -> None:
+        """A stream closed: free its slot, its waiting request and, if NeMo still holds state for it (it never
+        saw the last chunk), that state on the decode thread."""
+        self._forget(stream)
+        if holds_decoder_state and self._decoder is not None:
+            options = stream.options
+            drop = self._decoder.drop_stream
+            self._submit_cleanup(drop, stream.stream_id, options.chunk_s, options.decoding)
 
     def _forget(self, stream: EngineStream) -> None:
         """Drop a closing stream's waiting request and live-stream slot (event loop thread)."""
@@ -314,7 +322,7 @@ class Engine:
             request = self._pending.pop(stream_id)
             if request.future.done():  # the caller gave up waiting before the step
                 continue
-            batch.append((request, request.stream._step_item(request.samples)))
+            batch.append((request, request.stream.step_item(request.samples)))
         if self._pending:
             self._wakeup.set()  # leftovers already waited: next step at once
         return batch
@@ -340,18 +348,12 @@ class Engine:
         self._max_batch_streams_seen = max(self._max_batch_streams_seen, len(batch))
         self._steps_total += 1
         for (request, item), output in zip(batch, outputs, strict=True):
-            result = request.stream._on_step(item, output)
+            result = request.stream.on_step(item, output)
             if not request.future.done():
                 request.future.set_result(result)
 
     def _decode_step(self, items: list[StepItem]) -> list[StepOutput]:
-        decoder = self._loaded_decoder()
-        fault, self._inject_fault = self._inject_fault, None
-        if fault is not None:
-            raise fault
-        if self._step_delay_s > 0:
-            time.sleep(self._step_delay_s)
-        return decoder.step(items)
+        return self._loaded_decoder().step(items)
 
     def _fail_pending(self, error: EngineError) -> None:
         pending, self._pending = self._pending, {}

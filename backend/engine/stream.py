@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 
+from backend.engine.errors import EngineError
 from backend.engine.steps import NO_BIASING, StepItem, StepOutput
-from backend.engine.types import SAMPLE_RATE_HZ, EngineError, Final, StepResult, StreamOptions, Word
-from backend.engine.vocabulary import Registration, VocabularyHandle
+from backend.engine.types import SAMPLE_RATE_HZ, Final, StepResult, StreamOptions, Word
+from backend.engine.vocabulary import Registration, VocabularyHandle, VocabularyRegistry
 
-if TYPE_CHECKING:
-    from backend.engine.engine import Engine
+Enqueue = Callable[["EngineStream", "np.ndarray | None"], Awaitable[StepResult]]
+"""Hands one chunk (or the flush, ``None``) to the batcher; resolves with that step's result."""
+OnClose = Callable[["EngineStream", bool], None]
+"""Called once when the stream closes, with whether the decoder still holds state for it (it never saw the
+stream's last chunk), so the owner can free its slot and that state."""
 
 
 class StreamStatus(enum.Enum):
@@ -27,15 +31,20 @@ class EngineStream:
     """One client's audio stream. At most one ``push``/``finish`` in flight; call from the event loop thread.
 
     Lifecycle: open -> finished (``finish``) | aborted (``abort``, or the engine stopped).
+    The stream knows its owner only through ``enqueue``, ``on_close`` and the vocabulary ``registry`` that
+    counts its reference to ``registration`` (already counted by the caller).
     """
 
     def __init__(
         self,
-        engine: Engine,
         stream_id: int,
         options: StreamOptions,
         chunk_samples: int,
         registration: Registration | None,
+        *,
+        registry: VocabularyRegistry,
+        enqueue: Enqueue,
+        on_close: OnClose,
     ) -> None:
         self.stream_id = stream_id
         self.options = options
@@ -43,7 +52,9 @@ class EngineStream:
         self.status = StreamStatus.OPEN
         self.received_s = 0.0
         self.audio_decoded_s = 0.0
-        self._engine = engine
+        self._registry = registry
+        self._enqueue = enqueue
+        self._on_close = on_close
         self._registration = registration
         self._step_registration: Registration | None = None
         self._biasing_generation = 0
@@ -73,11 +84,11 @@ class EngineStream:
         self._expect_open()
         new = handle.registration() if handle is not None else None
         if new is not None:
-            self._engine._registry.ref(new)
+            self._registry.ref(new)
         old, self._registration = self._registration, new
         self._biasing_generation += 1
         if old is not None:
-            self._engine._registry.unref(old)
+            self._registry.unref(old)
 
     def abort(self) -> None:
         """The client vanished: free the decoder state, the batch slot and the vocabulary reference, with no
@@ -106,12 +117,12 @@ class EngineStream:
         if samples is not None:
             self.received_s += self.chunk_samples / SAMPLE_RATE_HZ
         try:
-            return await self._engine._enqueue(self, samples)
+            return await self._enqueue(self, samples)
         finally:
             self._in_flight = False
 
-    def _step_item(self, samples: np.ndarray | None) -> StepItem:
-        """Called by the batcher when the request enters a step (reads the biasing id at that moment)."""
+    def step_item(self, samples: np.ndarray | None) -> StepItem:
+        """For the batcher, when this stream's request enters a step (reads the biasing id at that moment)."""
         is_first = not self._started
         self._started = True
         self._last_sent = samples is None
@@ -128,7 +139,8 @@ class EngineStream:
             biasing_generation=self._biasing_generation,
         )
 
-    def _on_step(self, item: StepItem, output: StepOutput) -> StepResult:
+    def on_step(self, item: StepItem, output: StepOutput) -> StepResult:
+        """For the batcher: this stream's result of the step that decoded ``item``."""
         if item.samples is not None:
             self.audio_decoded_s += self.chunk_samples / SAMPLE_RATE_HZ
         registration = self._step_registration
@@ -147,14 +159,7 @@ class EngineStream:
         if self.status is not StreamStatus.OPEN:
             return
         self.status = status
-        engine = self._engine
-        engine._forget(self)
-        if self._started and not self._last_sent:  # NeMo holds state until it sees is_last: free it
-            decoder = engine._decoder
-            if decoder is not None:
-                engine._submit_cleanup(
-                    decoder.drop_stream, self.stream_id, self.options.chunk_s, self.options.decoding
-                )
+        self._on_close(self, self._started and not self._last_sent)  # NeMo holds state until is_last
         registration, self._registration = self._registration, None
         if registration is not None:
-            engine._registry.unref(registration)
+            self._registry.unref(registration)

@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from backend.engine.errors import EngineError as EngineError  # re-exported with the value types
+from backend.engine.errors import EngineOverloaded as EngineOverloaded
+
 if TYPE_CHECKING:
     from backend.engine.vocabulary import VocabularyHandle
     from biasing.graph import GraphParams
@@ -181,11 +184,3 @@ class EngineStats:
     max_lag_s: float
     steps_total: int
     registered_vocabularies: int
-
-
-class EngineError(RuntimeError):
-    """The engine cannot serve this request (not started, failed, stream closed...)."""
-
-
-class EngineOverloaded(EngineError):
-    """The engine is at capacity; the caller should retry later (HTTP 503 / WebSocket 1013)."""

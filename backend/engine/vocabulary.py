@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backend.engine.types import EngineError
+from backend.engine.errors import EngineError
 from biasing.terms import Term, normalize_terms
 
 if TYPE_CHECKING:

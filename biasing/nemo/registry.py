@@ -30,8 +30,9 @@ from typing import Any
 from nemo.collections.asr.parts.context_biasing.biasing_multi_model import GPUBiasingMultiModel
 from nemo.collections.asr.parts.context_biasing.boosting_graph_batched import GPUBoostingTreeModel
 
+from biasing.compile import build_graph
 from biasing.disk_cache import DiskCache
-from biasing.graph import COMPILER_VERSION, BoostingGraph, GraphParams, build_graph
+from biasing.graph import COMPILER_VERSION, BoostingGraph, GraphParams
 from biasing.nemo.compat import to_nemo_model
 from biasing.terms import Term, TermValidationError
 from biasing.tokenizer import as_tokenizer

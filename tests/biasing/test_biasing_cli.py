@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from biasing.cli import main
+from biasing.compile import build_graph
 from biasing.dot import to_dot
-from biasing.graph import build_graph
 
 
 def test_compile_prints_size_and_writes_dot(bpe_model_path: Path, tmp_path: Path, capsys) -> None:

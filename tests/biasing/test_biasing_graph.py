@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from biasing.graph import BoostingGraph, GraphMode, GraphParams, GraphValidationError, build_graph
+from biasing.compile import build_graph
+from biasing.graph import BoostingGraph, GraphMode, GraphParams, GraphValidationError
 from biasing.terms import Term, TermValidationError
 from tests.biasing.biasing_helpers import nemo_totals
 

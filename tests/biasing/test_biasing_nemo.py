@@ -13,7 +13,8 @@ from nemo.collections.asr.parts.context_biasing.biasing_multi_model import GPUBi
 from nemo.collections.asr.parts.context_biasing.boosting_graph_batched import GPUBoostingTreeModel
 from nemo.collections.asr.parts.context_biasing.context_graph_universal import ContextGraph
 
-from biasing.graph import GraphMode, GraphParams, build_graph
+from biasing.compile import build_graph
+from biasing.graph import GraphMode, GraphParams
 from biasing.nemo.compat import to_nemo_model
 from tests.biasing.biasing_helpers import WORDS, nemo_totals
 

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from biasing.graph import GraphParams, GraphValidationError, build_graph
+from biasing.compile import build_graph
+from biasing.graph import GraphParams, GraphValidationError
 from biasing.terms import Term
 from tests.biasing.biasing_helpers import WORDS, ReferenceScorer, lower1, nemo_score, nemo_totals, surfaces
 

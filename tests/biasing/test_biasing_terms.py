@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from biasing.graph import find_matches
+from biasing.matching import find_matches
 from biasing.terms import Term, TermLimits, TermValidationError, normalize_terms
 
 

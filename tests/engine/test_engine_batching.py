@@ -89,10 +89,16 @@ async def test_live_stream_cap(slow_batching_engine: Engine) -> None:
     engine.open_stream(StreamOptions(chunk_s=0.56)).abort()
 
 
-async def test_fault_in_a_step_fails_futures_and_readiness(engine: Engine) -> None:
+async def test_fault_in_a_step_fails_futures_and_readiness(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     streams = [engine.open_stream(StreamOptions(chunk_s=0.56)) for _ in range(3)]
     await asyncio.gather(*(s.push(noise(i, 0.56)) for i, s in enumerate(streams)))
-    engine._inject_fault = RuntimeError("injected")
+
+    def failing_step(items: object) -> None:  # runs on the decode thread, as a NeMo failure would
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(engine, "_decode_step", failing_step)
     results = await asyncio.gather(
         *(s.push(noise(i, 0.56)) for i, s in enumerate(streams)), return_exceptions=True
     )
@@ -106,8 +112,14 @@ async def test_fault_in_a_step_fails_futures_and_readiness(engine: Engine) -> No
         await streams[0].push(noise(1, 0.56))
 
 
-async def test_slow_steps_show_as_lag(engine: Engine) -> None:
-    engine._step_delay_s = 0.3
+async def test_slow_steps_show_as_lag(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    decode_step = engine._decode_step
+
+    def slow_step(items: list) -> list:  # a slower machine: 0.3 s more per step on the decode thread
+        time.sleep(0.3)
+        return decode_step(items)
+
+    monkeypatch.setattr(engine, "_decode_step", slow_step)
     stream = engine.open_stream(StreamOptions(chunk_s=0.56))
     pending = asyncio.create_task(stream.push(noise(1, 0.56)))
     await asyncio.sleep(0.1)

@@ -12,7 +12,8 @@ import struct
 import threading
 from dataclasses import dataclass, field
 
-from backend.engine.types import EngineError, Final, StepResult, StreamOptions, Word
+from backend.engine.errors import EngineError
+from backend.engine.types import Final, StepResult, StreamOptions, Word
 
 VOCAB_SAMPLE = 7
 
