@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, live, meetings, users, vocabularies
 from backend.api.errors import ApiError, api_error_handler, engine_unavailable_handler, http_error_handler
-from backend.config import REPO_ROOT, Settings, get_settings, lm_path
+from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.logs import configure_logging, get_logger
 from backend.security import LoginRateLimiter, SessionCodec
@@ -106,28 +106,9 @@ def _page(name: str) -> Any:
 
 def build_engine(settings: Settings) -> Any:
     """The real batched decoder for ``settings.model`` (the bundled model by default)."""
-    from backend.engine import Engine, EngineConfig
+    from backend.engine import Engine
 
-    return Engine(
-        EngineConfig(
-            model=settings.model,
-            device=settings.device,
-            torch_threads=settings.torch_threads,
-            max_batch_streams=settings.engine_max_batch_streams,
-            max_wait_ms=settings.engine_max_wait_ms,
-            beam_size=settings.beam_size,
-            allowed_chunk_s=tuple(settings.allowed_chunk_s),
-            biasing_alpha=settings.biasing_alpha,
-            biasing_graph_mode=settings.biasing_graph_mode,
-            biasing_tau=settings.biasing_tau,
-            lm_path=lm_path(settings),
-            lm_alpha=settings.lm_alpha,
-            lm_token_bonus=settings.lm_token_bonus,
-            left_context_s=settings.engine_left_context_s,
-            right_context_s=settings.engine_right_context_s,
-            vocabulary_cache_dir=str(settings.cache_dir),
-        )
-    )
+    return Engine(engine_config(settings))
 
 
 async def _start_engine(engine: Any) -> None:

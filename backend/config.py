@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from backend.engine.types import EngineConfig
 
 from captions_model.paths import BUNDLED_LM_PATH, BUNDLED_MODEL_PATH, REPO_ROOT, resolve_lm
 
@@ -16,6 +19,7 @@ __all__ = [
     "BUNDLED_MODEL_PATH",
     "REPO_ROOT",
     "Settings",
+    "engine_config",
     "get_settings",
     "lm_path",
     "resolve_lm",
@@ -149,6 +153,35 @@ class Settings(BaseSettings):
             if frames < 1 or abs(frames * 0.08 - chunk_s) > 1e-6:
                 raise ValueError(f"chunk {chunk_s} s is not a multiple of the 0.08 s encoder frame")
         return value
+
+
+def engine_config(settings: Settings, **overrides: Any) -> EngineConfig:
+    """The engine configuration the service runs with these settings; ``overrides`` replace single fields
+    (the evaluation and benchmarks change what they measure and keep the rest as served)."""
+    from backend.engine.types import EngineConfig
+
+    served = {
+        "model": settings.model,
+        "device": settings.device,
+        "torch_threads": settings.torch_threads,
+        "max_batch_streams": settings.engine_max_batch_streams,
+        "max_wait_ms": settings.engine_max_wait_ms,
+        "beam_size": settings.beam_size,
+        "allowed_chunk_s": tuple(settings.allowed_chunk_s),
+        "biasing_alpha": settings.biasing_alpha,
+        "biasing_graph_mode": settings.biasing_graph_mode,
+        "biasing_tau": settings.biasing_tau,
+        "lm_path": lm_path(settings),
+        "lm_alpha": settings.lm_alpha,
+        "lm_token_bonus": settings.lm_token_bonus,
+        "left_context_s": settings.engine_left_context_s,
+        "right_context_s": settings.engine_right_context_s,
+        "vocabulary_cache_dir": str(settings.cache_dir),
+    }
+    unknown = set(overrides) - set(served)
+    if unknown:
+        raise TypeError(f"not engine settings: {sorted(unknown)}")
+    return EngineConfig(**{**served, **overrides})
 
 
 def lm_path(settings: Settings) -> str | None:

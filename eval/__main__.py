@@ -18,6 +18,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.engine.types import EngineConfig
 
 DEFAULT_TRAIN_TEXT = Path("training/work/text/train.txt")
 
@@ -57,42 +61,62 @@ def make_set(args: argparse.Namespace) -> int:
     return 0
 
 
+def served_engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The service's engine configuration (``CAPTIONS_*`` settings) for ``args.model``, with the engine
+    flags that were given replacing the served values."""
+    from backend.config import Settings, engine_config
+    from captions_model.paths import resolve_lm
+
+    settings = Settings(model=str(args.model))
+    flags = {
+        "torch_threads": args.threads,
+        "max_batch_streams": args.max_batch_streams,
+        "max_wait_ms": args.max_wait_ms,
+        "beam_size": args.beam_size,
+        "left_context_s": args.left_context,
+        "right_context_s": args.right_context,
+        "lm_alpha": args.lm_alpha,
+        "lm_token_bonus": args.lm_token_bonus,
+    }
+    overrides = {name: value for name, value in flags.items() if value is not None}
+    if args.lm is not None:
+        overrides["lm_path"] = resolve_lm(str(args.model), args.lm)
+    return engine_config(settings, vocabulary_cache_dir=None, **overrides)
+
+
+def describe(base: EngineConfig, args: argparse.Namespace) -> str:
+    """One line of the settings the sweep runs with (flags given, the service's for the rest)."""
+    alpha = args.alpha if args.alpha is not None else f"{base.biasing_alpha:g} (service)"
+    tau = args.tau if args.tau is not None else f"{base.biasing_tau:g} (service)"
+    return (
+        f"settings: beam {base.beam_size}, LM {base.lm_path or 'none'} (weight {base.lm_alpha:g}, "
+        f"token bonus {base.lm_token_bonus:g}), biasing alpha {alpha}, tau {tau}, "
+        f"context {base.left_context_s:g} s + {base.right_context_s:g} s, threads {base.torch_threads}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
-    from backend.engine import EngineConfig
-    from captions_model.paths import resolve_lm
     from eval.dataset import load_set
     from eval.report import plot, table, to_row, write_outputs
     from eval.runner import expand_configs, run_sweep
 
-    torch.set_num_threads(args.threads)
+    base = served_engine_config(args)
+    torch.set_num_threads(base.torch_threads)
     eval_set = load_set(args.manifest, args.lists, args.limit)
     configs = expand_configs(
         _words(args.biasing),
         _words(args.casing),
         _words(args.decoding),
         _floats(args.chunk),
-        _floats(args.tau),
-        _floats(args.alpha),
-    )
-    base = EngineConfig(
-        model=str(args.model),
-        torch_threads=args.threads,
-        max_batch_streams=args.max_batch_streams,
-        max_wait_ms=args.max_wait_ms,
-        beam_size=args.beam_size,
-        left_context_s=args.left_context,
-        right_context_s=args.right_context,
-        lm_path=resolve_lm(str(args.model), args.lm),
-        lm_alpha=args.lm_alpha,
-        lm_token_bonus=args.lm_token_bonus,
+        _floats(args.tau) if args.tau is not None else [base.biasing_tau],
+        _floats(args.alpha) if args.alpha is not None else [base.biasing_alpha],
     )
     audio_s = sum(item.duration_s for item in eval_set.items)
     print(f"{len(eval_set.items)} utterances ({audio_s / 60:.1f} min), {len(configs)} configurations")
-    if "beam" in args.decoding:  # --lm auto finds no LM for a model other than the bundled one: say so
-        print(f"beam search LM: {base.lm_path or 'none'} (weight {args.lm_alpha:g})")
+    print(describe(base, args))
     started = time.monotonic()
     with tqdm(total=round(audio_s * len(configs), 1), unit="audio s", desc="decoding") as bar:
 
@@ -108,11 +132,14 @@ def run(args: argparse.Namespace) -> int:
         "model": str(args.model),
         "utterances": len(eval_set.items),
         "audio_s": audio_s,
-        "threads": args.threads,
-        "max_batch_streams": args.max_batch_streams,
-        "beam_size": args.beam_size,
-        "left_context_s": args.left_context,
-        "right_context_s": args.right_context,
+        "threads": base.torch_threads,
+        "max_batch_streams": base.max_batch_streams,
+        "beam_size": base.beam_size,
+        "left_context_s": base.left_context_s,
+        "right_context_s": base.right_context_s,
+        "lm_path": base.lm_path,
+        "lm_alpha": base.lm_alpha,
+        "lm_token_bonus": base.lm_token_bonus,
         "wall_s": time.monotonic() - started,
         "argv": sys.argv[1:],
         "model_sha256": hashlib.sha256(args.model.read_bytes()).hexdigest(),
@@ -182,26 +209,26 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--casing", default="lower,cased,insensitive", help="lower,cased,insensitive")
     r.add_argument("--decoding", default="greedy", help="greedy,beam")
     r.add_argument("--chunk", default="1.12", help="chunk seconds, e.g. 0.56,1.12")
-    r.add_argument("--tau", default="0.5", help="potential spreading of the case-insensitive graph")
-    r.add_argument("--alpha", default="1.0", help="biasing weight(s)")
+    r.add_argument(
+        "--tau", default=None, help="potential spreading of the case-insensitive graph (default: service's)"
+    )
+    r.add_argument("--alpha", default=None, help="biasing weight(s) (default: the service's)")
     r.add_argument("--limit", type=int, default=None, help="only the first N utterances")
-    r.add_argument("--threads", type=int, default=1, help="torch threads of the decode thread")
-    r.add_argument("--max-batch-streams", type=int, default=64)
-    r.add_argument("--max-wait-ms", type=float, default=20.0)
-    r.add_argument("--beam-size", type=int, default=8, help="beams per stream (server default: 8)")
+    # Every engine setting defaults to what the service runs with (CAPTIONS_* settings), so a run with
+    # defaults measures what users get; each flag overrides one of them.
+    r.add_argument("--threads", type=int, default=None, help="torch threads of the decode thread")
+    r.add_argument("--max-batch-streams", type=int, default=None)
+    r.add_argument("--max-wait-ms", type=float, default=None)
+    r.add_argument("--beam-size", type=int, default=None, help="beams per stream")
     r.add_argument(
         "--lm",
-        default="auto",
+        default=None,
         help="token n-gram LM for beam search: a path, none, or auto (the bundled LM with the bundled model)",
     )
-    r.add_argument("--lm-alpha", type=float, default=0.7, help="LM weight in beam search (server: 0.7)")
-    r.add_argument(
-        "--lm-token-bonus", type=float, default=1.0, help="per-token score with the LM (server default: 1.0)"
-    )
-    r.add_argument(
-        "--left-context", type=float, default=2.0, help="s re-encoded before each chunk (server: 2.0)"
-    )
-    r.add_argument("--right-context", type=float, default=0.56, help="s of look-ahead (server default: 0.56)")
+    r.add_argument("--lm-alpha", type=float, default=None, help="LM weight in beam search")
+    r.add_argument("--lm-token-bonus", type=float, default=None, help="per-token score with the LM")
+    r.add_argument("--left-context", type=float, default=None, help="s re-encoded before each chunk")
+    r.add_argument("--right-context", type=float, default=None, help="s of look-ahead")
     r.add_argument("--out", type=Path, default=Path("var/eval/run"), help="results directory")
     r.add_argument("--plot", type=Path, default=None, help="PNG path (default: OUT/wer_vs_f.png)")
     r.set_defaults(func=run)

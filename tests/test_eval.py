@@ -252,3 +252,22 @@ def test_run_config_names_are_unique() -> None:
     )
     assert len({c.name for c in configs}) == len(configs)
     assert RunConfig("none", None, "greedy", 1.12, None, None).engine_key() == ()
+
+
+def test_a_run_with_defaults_measures_what_the_service_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.config import Settings, engine_config
+    from eval.__main__ import build_parser, describe, served_engine_config
+
+    monkeypatch.setenv("CAPTIONS_BIASING_ALPHA", "2.5")
+    monkeypatch.setenv("CAPTIONS_BEAM_SIZE", "6")
+    base = ["run", "--manifest", "m.json", "--model", "models/x.nemo"]
+    served = served_engine_config(build_parser().parse_args(base))
+    expected = engine_config(Settings(model="models/x.nemo"), vocabulary_cache_dir=None)
+    assert served == expected
+    assert (served.beam_size, served.biasing_alpha, served.lm_token_bonus) == (6, 2.5, 1.0)
+    args = build_parser().parse_args([*base, "--beam-size", "2", "--lm", "none", "--right-context", "0"])
+    flagged = served_engine_config(args)
+    assert (flagged.beam_size, flagged.lm_path, flagged.right_context_s) == (2, None, 0.0)
+    assert flagged.lm_alpha == expected.lm_alpha
+    line = describe(served, build_parser().parse_args(base))
+    assert "beam 6" in line and "alpha 2.5 (service)" in line

@@ -184,3 +184,18 @@ def test_the_bundled_lm_goes_with_the_bundled_model_only(
     assert config.lm_path(Settings(model="nvidia/parakeet", lm="/lms/p.arpa")) == "/lms/p.arpa"
     bundled_lm.unlink()
     assert config.lm_path(Settings()) is None
+
+
+def test_engine_config_is_what_the_settings_say() -> None:
+    from backend.config import engine_config
+
+    settings = Settings(
+        beam_size=4, biasing_alpha=2.0, engine_left_context_s=1.12, biasing_graph_mode="char", lm="none"
+    )
+    config = engine_config(settings)
+    assert (config.beam_size, config.biasing_alpha, config.left_context_s) == (4, 2.0, 1.12)
+    assert config.biasing_graph_mode == "char" and config.lm_path is None
+    assert config.vocabulary_cache_dir == str(settings.cache_dir)
+    assert engine_config(settings, beam_size=2).beam_size == 2
+    with pytest.raises(TypeError, match="beams"):
+        engine_config(settings, beams=2)
