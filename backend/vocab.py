@@ -9,12 +9,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from biasing.matching import TermMatcher, canonical
 from biasing.terms import Term as BiasTerm
 from biasing.terms import TermLimits, TermValidationError, normalize_terms
 
@@ -195,26 +196,31 @@ class EffectiveVocabulary:
         return digest.hexdigest()[:16]
 
     @cached_property
-    def _matcher(self) -> tuple[dict[str, VocabularyEntry], re.Pattern[str]]:
-        by_key = {e.spoken.casefold(): e for e in self.entries}
-        spoken = sorted(by_key, key=len, reverse=True)
-        pattern = re.compile(r"(?<!\w)(" + "|".join(re.escape(s) for s in spoken) + r")(?!\w)", re.IGNORECASE)
-        return by_key, pattern
+    def _matcher(self) -> tuple[TermMatcher, dict[str, VocabularyEntry]]:
+        by_key: dict[str, VocabularyEntry] = {}
+        for entry in self.entries:
+            by_key.setdefault(canonical(entry.spoken), entry)
+        return TermMatcher(by_key), by_key
 
     def apply(self, text: str) -> tuple[str, list[str]]:
-        """Find the vocabulary's terms in a caption (case-insensitive, whole words, longest first),
-        rewrite each to its display form, and return the new text with the matched display forms."""
+        """Find the vocabulary's terms in a caption (``biasing.matching``: case-insensitive, whole words,
+        longest first), rewrite each to its display form, and return the new text with the matched display
+        forms."""
         if not self.entries or not text:
             return text, []
-        by_key, pattern = self._matcher
+        matcher, by_key = self._matcher
         matched: list[str] = []
-
-        def _replace(match: re.Match[str]) -> str:
-            entry = by_key[match.group(0).casefold()]
+        pieces: list[str] = []
+        done = 0
+        text = unicodedata.normalize("NFC", text)
+        for match in matcher.find(text):
+            entry = by_key[match.key]
             if entry.shown not in matched:
                 matched.append(entry.shown)
-            if entry.shown.casefold() == entry.spoken.casefold() and entry.shown == entry.spoken.lower():
-                return match.group(0)  # a lower-case list entry keeps the model's casing
-            return entry.shown
-
-        return pattern.sub(_replace, text), matched
+            said = text[match.start : match.end]
+            # a lower-case list entry keeps the model's casing
+            keep = entry.shown.casefold() == entry.spoken.casefold() and entry.shown == entry.spoken.lower()
+            pieces += [text[done : match.start], said if keep else entry.shown]
+            done = match.end
+        pieces.append(text[done:])
+        return "".join(pieces), matched

@@ -1,56 +1,79 @@
-"""Which vocabulary terms occur in a final caption (for highlighting and hit statistics)."""
+"""Which vocabulary spellings occur in a caption, and where: the one term matcher of the project (the
+service's display-form rewrite and highlights and the engine's per-final terms both use it).
+
+Rules: case-insensitive; whole words (a spelling that starts or ends with a word character must not touch
+another word character there); any run of whitespace in a spelling matches any run in the caption; at each
+position the longest spelling wins and matches do not overlap (leftmost-longest, as a reader highlights).
+"""
 
 from __future__ import annotations
 
 import functools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from biasing.terms import Term
 
-_WORD = re.compile(r"\w+")
+__all__ = ["Match", "TermMatcher", "canonical", "find_matches"]
+
+_WORD_CHAR = re.compile(r"\w")
 
 
-def _canonical(text: str) -> str:
+def canonical(text: str) -> str:
+    """The form two spellings are compared in: NFC, case-folded, whitespace runs as one space."""
     return " ".join(unicodedata.normalize("NFC", text).casefold().split())
 
 
+@dataclass(frozen=True)
+class Match:
+    """One occurrence: ``text[start:end]`` is the caption's own text of the spelling ``key`` (canonical)."""
+
+    start: int
+    end: int
+    key: str
+
+
+def _pattern(spelling: str) -> str:
+    body = r"\s+".join(re.escape(word) for word in spelling.split(" "))
+    before = r"(?<!\w)" if _WORD_CHAR.match(spelling[0]) else ""
+    after = r"(?!\w)" if _WORD_CHAR.match(spelling[-1]) else ""
+    return before + body + after
+
+
+class TermMatcher:
+    """Finds a fixed set of spellings in captions (rules in the module docstring). Immutable."""
+
+    def __init__(self, spellings: Iterable[str]) -> None:
+        keys = sorted({key for key in map(canonical, spellings) if key}, key=len, reverse=True)
+        self.keys = frozenset(keys)
+        alternatives = "|".join(_pattern(key) for key in keys)
+        self._regex = re.compile(alternatives, re.IGNORECASE) if keys else None
+
+    def find(self, text: str) -> list[Match]:
+        """Occurrences in ``text``, left to right, non-overlapping."""
+        if self._regex is None or not text:
+            return []
+        found = []
+        for match in self._regex.finditer(unicodedata.normalize("NFC", text)):
+            key = canonical(match.group(0))
+            if key in self.keys:  # IGNORECASE folds a few characters differently from casefold()
+                found.append(Match(match.start(), match.end(), key))
+        return found
+
+
 @functools.lru_cache(maxsize=32)
-def _index(terms: tuple[Term, ...]) -> dict[str, list[tuple[str, str]]]:
-    """First word of each spelling -> [(canonical spelling, term text)], longest first; key "" for
-    spellings that do not start with a word character."""
-    index: dict[str, list[tuple[str, str]]] = {}
+def _term_matcher(terms: tuple[Term, ...]) -> tuple[TermMatcher, dict[str, str]]:
+    term_of: dict[str, str] = {}
     for term in terms:
         for spelling in (term.text, *term.alternates):
-            canonical = _canonical(spelling)
-            if not canonical:
-                continue
-            first = _WORD.match(canonical)
-            index.setdefault(first.group(0) if first else "", []).append((canonical, term.text))
-    for candidates in index.values():
-        candidates.sort(key=lambda item: -len(item[0]))
-    return index
-
-
-def _ends_on_boundary(text: str, end: int) -> bool:
-    return end >= len(text) or not (_WORD.match(text[end - 1]) and _WORD.match(text[end]))
+            term_of.setdefault(canonical(spelling), term.text)
+    return TermMatcher(term_of), term_of
 
 
 def find_matches(text: str, terms: Sequence[Term | str]) -> list[str]:
-    """Texts of the terms occurring (by their text or an alternate spelling) in ``text``: case-insensitive,
-    on word boundaries, each term once, in order of first occurrence."""
-    items = tuple(Term(t) if isinstance(t, str) else t for t in terms)
-    index = _index(items)
-    caption = _canonical(text)
-    found: dict[str, None] = {}
-    word_starts = {match.start(): match.group(0) for match in _WORD.finditer(caption)}
-    loose = index.get("", [])
-    positions = range(len(caption)) if loose else sorted(word_starts)
-    for position in positions:
-        candidates = index.get(word_starts[position], []) if position in word_starts else []
-        for spelling, term_text in (*candidates, *loose):
-            end = position + len(spelling)
-            if caption.startswith(spelling, position) and _ends_on_boundary(caption, end):
-                found.setdefault(term_text)
-    return list(found)
+    """Texts of the terms occurring (by their text or an alternate spelling) in ``text``, each once, in order
+    of first occurrence."""
+    matcher, term_of = _term_matcher(tuple(Term(t) if isinstance(t, str) else t for t in terms))
+    return list(dict.fromkeys(term_of[match.key] for match in matcher.find(text)))

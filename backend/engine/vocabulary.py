@@ -12,13 +12,13 @@ package's ``BiasingRegistry``: TurboBias 2.0 case-insensitive graphs, memory and
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend.engine.errors import EngineError
+from biasing.matching import find_matches
 from biasing.terms import Term, normalize_terms
 
 if TYPE_CHECKING:
@@ -80,26 +80,10 @@ class Registration:
         self.model_id: int = lease.model_id
         self.refs = 0
         self.removed = False
-        self._pattern = _terms_pattern(terms)
 
     def matched_terms(self, text: str) -> tuple[str, ...]:
-        """The terms (by their listed spelling) that occur in ``text`` as whole words, case-insensitively."""
-        if self._pattern is None:
-            return ()
-        found = {match.lower() for match in self._pattern.findall(text)}
-        return tuple(
-            term.text
-            for term in self.terms
-            if any(spelling.lower() in found for spelling in (term.text, *term.alternates))
-        )
-
-
-def _terms_pattern(terms: Sequence[Term]) -> re.Pattern[str] | None:
-    spellings = sorted({s for term in terms for s in (term.text, *term.alternates)}, key=len, reverse=True)
-    if not spellings:
-        return None
-    alternatives = "|".join(re.escape(spelling) for spelling in spellings)
-    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+        """The terms (by their listed spelling) that occur in ``text`` (``biasing.matching``'s rules)."""
+        return tuple(find_matches(text, self.terms))
 
 
 class VocabularyHandle:
