@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from backend.engine.errors import EngineError
-from backend.engine.types import Final, StepResult, StreamOptions, Word
+from backend.engine.types import EngineStats, Final, StepResult, StreamOptions, Word
 
 VOCAB_SAMPLE = 7
 
@@ -28,13 +30,6 @@ class FakeHandle:
         if not self.released:
             self.released = True
             self.engine.live_handles.discard(id(self))
-
-
-@dataclass
-class FakeStats:
-    last_batch_streams: int = 1
-    last_step_ms: float = 1.0
-    queue_wait_ms: float = 0.0
 
 
 @dataclass
@@ -125,7 +120,7 @@ class FakeEngine:
             raise ValueError(f"unsupported chunk {chunk_s}")
         return round(chunk_s * 16000)
 
-    async def load_vocabulary(self, terms: list) -> FakeHandle:
+    async def load_vocabulary(self, terms: Sequence[Any]) -> FakeHandle:
         texts = [t if isinstance(t, str) else t.text for t in terms]
         self.loaded_vocabularies.append(texts)
         handle = FakeHandle(texts, self)
@@ -137,8 +132,18 @@ class FakeEngine:
         self.open_streams.add(id(stream))
         return stream
 
-    def stats(self) -> FakeStats:
-        return FakeStats()
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            ready=self.ready,
+            live_streams=len(self.open_streams),
+            last_batch_streams=1,
+            max_batch_streams_seen=1,
+            last_step_ms=1.0,
+            queue_wait_ms=0.0,
+            max_lag_s=0.0,
+            steps_total=self.pushed,
+            registered_vocabularies=len(self.live_handles),
+        )
 
 
 def chunk(first_sample: int, chunk_s: float = 0.56) -> bytes:
