@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def cumulative_potentials(score: float, num_chars: int, tau: float) -> np.ndarra
     shares = np.exp(exponents - exponents.max())
     potentials = score * np.cumsum(shares) / shares.sum()
     potentials[-1] = score  # exact at the phrase end, whatever the rounding
-    return potentials
+    return np.asarray(potentials, dtype=np.float64)
 
 
 @dataclass
@@ -77,11 +77,12 @@ class _Trie:
         return path, shared
 
     def lookup(self, symbols: Sequence[Hashable]) -> int | None:
-        node: int | None = 0
+        node = 0
         for sym in symbols:
-            node = self.children[node].get(sym)
-            if node is None:
+            child = self.children[node].get(sym)
+            if child is None:
                 return None
+            node = child
         return node
 
     def suffix_links(self, order: np.ndarray) -> np.ndarray:
@@ -157,7 +158,7 @@ def _chain_arcs(
     shared: int,
     reach: list[bool],
     index: SpanIndex,
-    arcs: tuple[list, list, list],
+    arcs: tuple[list[int], list[int], list[int]],
 ) -> bool:
     """Add an arc (not from the root) for every label spelling a span of ``chain``; True if some label path
     spells the whole chain. Spans within the first ``shared`` characters were added by the chains that created
@@ -322,10 +323,11 @@ def _compile_tree(terms: Sequence[Term], adapter: TokenizerAdapter, params: Grap
     backoff_weight = np.where(is_end, 0.0, potential[fail] - potential)
     backoff_weight[0] = 0.0
     children = [(up, node, trie.symbol[node]) for node, up in enumerate(trie.parent) if node != 0 and up != 0]
-    arcs = ([c[0] for c in children], [c[1] for c in children], [int(c[2]) for c in children])
+    token_ids = [cast(int, c[2]) for c in children]  # a token trie's symbols are label ids
+    arcs = ([c[0] for c in children], [c[1] for c in children], token_ids)
     root_targets = np.zeros(adapter.vocab_size, dtype=np.int64)
     for label, node in trie.children[0].items():
-        root_targets[int(label)] = node
+        root_targets[cast(int, label)] = node
     return _assemble(trie, arcs, root_targets, potential, backoff_weight, fail, params)
 
 

@@ -105,7 +105,8 @@ class DiskCache:
         handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=_SUFFIX)
         try:
             with os.fdopen(handle, "wb") as file:
-                np.savez(file, **arrays, **{_META: np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)})
+                meta_bytes = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+                np.savez(file, **{**arrays, _META: meta_bytes})  # type: ignore[arg-type]  # numpy's stub
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(temporary, self.path_for(key))

@@ -35,8 +35,8 @@ def to_dot(graph: BoostingGraph, tokenizer: Any = None, max_states: int = 200) -
         source, target = int(graph.arc_from[arc]), int(graph.arc_to[arc])
         if source == 0 and target == 0:
             continue
-        label = int(graph.arc_label[arc])
-        token = surfaces[label] if surfaces is not None else str(label)
+        label_id = int(graph.arc_label[arc])
+        token = surfaces[label_id] if surfaces is not None else str(label_id)
         lines.append(f"  s{source} -> s{target} [label={_quote(f'{token} / {graph.arc_weight[arc]:+.2f}')}];")
     for state in range(1, graph.num_states):
         weight = f"{graph.backoff_weight[state]:+.2f}"

@@ -28,7 +28,7 @@ class SparseAdvanceMultiModel(GPUBiasingMultiModel):
         labels = model.ilabels[start:end]
         if end - start != self.vocab_size or not torch.equal(labels.cpu(), torch.arange(self.vocab_size)):
             raise ValueError("the model's root state must have exactly one arc per label, in label order")
-        return super().add_model(model, alpha)
+        return int(super().add_model(model, alpha))
 
     def _advance_pytorch(
         self, states: torch.Tensor, model_ids: torch.Tensor

@@ -56,7 +56,7 @@ class CompiledVocabulary:
     def nbytes(self) -> int:
         """Bytes held in RAM (graph arrays + NeMo model tensors): what the memory budget counts."""
         tensors = itertools.chain(self.model.parameters(), self.model.buffers())
-        return self.graph.nbytes + sum(t.nbytes for t in tensors)
+        return self.graph.nbytes + sum(int(t.nbytes) for t in tensors)
 
 
 @dataclass(eq=False)
@@ -118,7 +118,7 @@ class _Counters:
     disk_hits: int = 0
     memory_hits: int = 0
     disk_write_errors: int = 0
-    lease_ids: itertools.count = field(default_factory=itertools.count)
+    lease_ids: itertools.count[int] = field(default_factory=itertools.count)
 
 
 def canonical_terms(terms: Sequence[Term | str]) -> list[Term]:
