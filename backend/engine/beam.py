@@ -529,6 +529,17 @@ class BeamSearch:
         normalized = state.scores / (state.current_lengths_nb.to(state.scores.dtype) + 1)
         return int(torch.argmax(normalized))
 
+    def best_beams(self, states: list[BeamStreamState]) -> list[tuple[int, int]]:
+        """Per stream, ``best_beam`` and that beam's lag (0 for TDT), read with one host-device sync."""
+        scores = torch.stack([s.scores for s in states])
+        lengths = torch.stack([s.current_lengths_nb for s in states]).to(scores.dtype)
+        best = torch.argmax(scores / (lengths + 1), dim=-1)
+        if self.is_tdt:
+            lags = torch.zeros_like(best)
+        else:
+            lags = torch.stack([s.lags for s in states]).gather(1, best[:, None]).squeeze(1).to(best.dtype)
+        return [(int(b), int(lag)) for b, lag in torch.stack([best, lags], dim=1).tolist()]
+
     def restart_utterance(self, state: BeamStreamState, beam: int) -> None:
         """Continue from ``beam`` alone with score 0 and an empty history (a new utterance)."""
         rows = [beam] * self.beam_size
@@ -581,6 +592,7 @@ class BeamSearch:
         rows = self.computer.decoder.batch_split_states(batched.predictor_states)
         fusion_states = [f.view(len(states), beam) for f in batched.fusion_states_list]
         outputs = batched.predictor_outputs.view(len(states), beam, *batched.predictor_outputs.shape[1:])
+        decoded_lengths = batched.decoded_lengths.tolist()  # one host-device sync, not one per stream
         for b, state in enumerate(states):
             state.predictor_rows = rows[b * beam : (b + 1) * beam]
             state.predictor_outputs = outputs[b].clone()
@@ -592,7 +604,7 @@ class BeamSearch:
             state.fusion_states = [f[b].clone() for f in fusion_states]
             if self.is_tdt:
                 state.time_jumps = batched.time_jumps[b].clone()
-            state.decoded_frames = int(batched.decoded_lengths[b])
+            state.decoded_frames = int(decoded_lengths[b])
 
     def _extend_histories(self, hyps: Any, root_ptrs: torch.Tensor, states: list[BeamStreamState]) -> None:
         blank = self.computer._blank_index

@@ -22,7 +22,9 @@ def load_lm(path: str, asr_model: Any) -> Any:
 
     vocab_size = int(asr_model.decoder.blank_idx)  # labels without blank
     try:
-        lm = NGramGPULanguageModel.from_file(path, vocab_size=vocab_size, use_triton=False)
+        # use_triton None: NeMo's Triton kernel on CUDA where Triton is installed (the PyTorch fallback syncs
+        # with the host on every back-off hop), the PyTorch code on CPU
+        lm = NGramGPULanguageModel.from_file(path, vocab_size=vocab_size, use_triton=None)
     except (AssertionError, FileNotFoundError, ValueError) as exc:
         raise EngineError(f"language model {path} does not load for this model: {exc!r}") from exc
     if int(lm.vocab_size) != vocab_size:
@@ -85,7 +87,11 @@ class BeamStreams:
                 [items[i].is_last for i in rows],
             )
         delay_frames = pipeline.tokens_per_right_padding
-        return [self._report(item, state, delay_frames) for item, state in zip(items, states, strict=True)]
+        picks = self.search.best_beams(states)  # one host-device sync for the step, not two per stream
+        return [
+            self._report(item, state, delay_frames, best, lag)
+            for item, state, (best, lag) in zip(items, states, picks, strict=True)
+        ]
 
     def _state_for(self, item: StepItem, device: torch.device) -> Any:
         biasing = (item.model_id, item.biasing_generation)
@@ -99,11 +105,11 @@ class BeamStreams:
         self._biasing[item.stream_id] = biasing
         return state
 
-    def _report(self, item: StepItem, state: Any, delay_frames: int) -> StepOutput:
-        best = self.search.best_beam(state)
+    def _report(self, item: StepItem, state: Any, delay_frames: int, best: int, lag: int) -> StepOutput:
+        """``best``: the stream's best beam; ``lag``: that beam's frames not consumed yet (RNNT)."""
         tokens = state.histories[best]
         finals: tuple[Final, ...] = ()
-        consumed = state.decoded_frames - (int(state.lags[best]) if state.lags is not None else 0)
+        consumed = state.decoded_frames - lag
         trailing_blank_frames = consumed - (tokens[-1].end_frame if tokens else 0)
         if item.is_last or (tokens and trailing_blank_frames >= self.eou_frames):
             final = self._final(tokens, delay_frames, state.decoded_frames)

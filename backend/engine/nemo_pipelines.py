@@ -32,7 +32,7 @@ def load_asr_model(model: str, device: str):
     """Load any NeMo ASR model from a ``.nemo`` path or a pretrained name, in eval mode."""
     from nemo.collections.asr.models import ASRModel
 
-    import backend.nemo_modules  # noqa: F401  (allows our own encoders' ``_target_`` in .nemo configs)
+    import captions_model.nemo_encoder  # noqa: F401  (allows our own encoders' ``_target_`` in .nemo configs)
 
     if model.endswith(".nemo"):
         asr_model = ASRModel.restore_from(model, map_location=torch.device(device))
@@ -183,6 +183,18 @@ def _buffered_pipeline_class():
             if mode in ("per_feature", "all_features"):
                 features = normalize_batch(features, feature_lens, mode)[0]
             return features, feature_lens.clamp(max=features.shape[2])
+
+        def encode_raw_signals(self, frames, raw_signals, left_paddings):
+            """NeMo's, with the step's audio buffers staged in one pinned host tensor and copied to the GPU
+            without blocking the decode thread (NeMo concatenates pageable buffers, then copies them
+            synchronously); the copy runs on the decode thread's stream, before the preprocessor."""
+            first = raw_signals[0] if raw_signals else None
+            if first is not None and first.device.type == "cpu" and torch.device(self.device).type == "cuda":
+                staging = torch.empty((len(raw_signals), *first.shape), dtype=first.dtype, pin_memory=True)
+                torch.stack(raw_signals, out=staging)
+                on_device = staging.to(self.device, non_blocking=True)
+                raw_signals = [on_device[i] for i in range(len(raw_signals))]
+            return super().encode_raw_signals(frames, raw_signals, left_paddings)
 
         def init_bufferer_for_buffered_streaming(self) -> None:
             super().init_bufferer_for_buffered_streaming()
