@@ -136,6 +136,7 @@ class WhisperCore(nn.Module):
         self.top = nn.ModuleList(
             [WhisperBlock(d_out, top_heads, top_ff, identity_init=True) for _ in range(n_top_layers)]
         )
+        self.positions: Tensor
         self.register_buffer("positions", sinusoids(max_positions, d_model), persistent=False)
         self._register_state_dict_hook(WhisperCore._compact_state)
         self._register_load_state_dict_pre_hook(WhisperCore._dequantize_state)

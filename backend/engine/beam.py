@@ -64,12 +64,14 @@ class RowRoutedBiasing:
         return self
 
     def get_init_states(self, batch_size: int, bos: bool = True) -> torch.Tensor:
-        return self.multi_model.get_init_states(batch_size=batch_size, bos=bos)
+        states: torch.Tensor = self.multi_model.get_init_states(batch_size=batch_size, bos=bos)
+        return states
 
     def advance(self, states: torch.Tensor, eos_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if self.row_model_ids is None or self.row_model_ids.shape[0] != states.shape[0]:
             raise RuntimeError("row model ids are not set for this beam call")
-        return self.multi_model.advance(states, self.row_model_ids)
+        advanced: tuple[torch.Tensor, torch.Tensor] = self.multi_model.advance(states, self.row_model_ids)
+        return advanced
 
     def row_alpha(self, batch_size: int, beam_size: int) -> torch.Tensor:
         """Each row's biasing weight, [batch, beam]; 0 for rows without a list."""
@@ -108,7 +110,9 @@ class PerStreamRNNTBeamComputer(_PerStreamFusion, ModifiedALSDBatchedRNNTCompute
     """NeMo 3.0.0 ``ModifiedALSDBatchedRNNTComputer`` whose fusion scoring is per stream, with chunk calls
     that end where one long call would be (``decode_chunk``)."""
 
-    def topk_fusion_model(self, fusion_scores_list, log_probs, eps=_EPS):
+    def topk_fusion_model(
+        self, fusion_scores_list: list[torch.Tensor], log_probs: torch.Tensor, eps: float = _EPS
+    ) -> Any:
         self._fuse(fusion_scores_list, log_probs, eps)
         return torch.topk(log_probs, self.beam_size, dim=-1, largest=True, sorted=True)
 
@@ -339,7 +343,13 @@ class PerStreamRNNTBeamComputer(_PerStreamFusion, ModifiedALSDBatchedRNNTCompute
 class PerStreamTDTBeamComputer(_PerStreamFusion, ModifiedALSDBatchedTDTComputer):
     """NeMo 3.0.0 ``ModifiedALSDBatchedTDTComputer`` whose fusion scoring is per stream."""
 
-    def topk_fusion_model(self, fusion_scores_list, log_probs, duration_log_probs, eps=_EPS):
+    def topk_fusion_model(
+        self,
+        fusion_scores_list: list[torch.Tensor],
+        log_probs: torch.Tensor,
+        duration_log_probs: torch.Tensor,
+        eps: float = _EPS,
+    ) -> Any:
         self._fuse(fusion_scores_list, log_probs, eps)
         batch_size = log_probs.shape[0]
         total_log_probs = log_probs[:, :, :, None] + duration_log_probs[:, :, None, :]
@@ -372,7 +382,7 @@ def build_beam_computer(
     lm: Any = None,
     lm_alpha: float = 0.0,
     lm_token_bonus: float = 0.0,
-):
+) -> Any:
     """A batched MALSD computer (RNNT or TDT) over the model's decoder/joint with per-stream biasing and,
     optionally, a token n-gram LM (``lm``, weight ``lm_alpha``, and ``lm_token_bonus`` added to every
     non-blank label while it is fused). Fusion models: [biasing, lm]."""
@@ -502,7 +512,7 @@ class BeamSearch:
             self.computer.biasing.row_model_ids = None
         root_ptrs = hyps.flatten_()
         self._split(batched, states)
-        if fed is not None:
+        if fed is not None and next_frames is not None:
             for state, frames, next_frame in zip(states, fed, next_frames, strict=True):
                 state.lags = (frames.shape[0] - next_frame).clamp(
                     min=0
@@ -518,11 +528,14 @@ class BeamSearch:
         device = fed[0].device
         lengths = torch.tensor([f.shape[0] for f in fed], device=device)
         kept = torch.tensor([s.tail.shape[0] if s.tail is not None else 0 for s in states], device=device)
-        start = (kept[:, None] - torch.stack([s.lags for s in states])).clamp(min=0)
+        start = (kept[:, None] - torch.stack([_lags(s) for s in states])).clamp(min=0)
         offsets = torch.tensor([s.decoded_frames for s in states], device=device) - kept
         open_rows = ~torch.tensor(last, dtype=torch.bool, device=device)
         frames = torch.nn.utils.rnn.pad_sequence(fed, batch_first=True)
-        return self.computer.decode_chunk(frames, lengths, self._merge(states), start, open_rows, offsets)
+        decoded: tuple[Any, BatchedBeamState, torch.Tensor] = self.computer.decode_chunk(
+            frames, lengths, self._merge(states), start, open_rows, offsets
+        )
+        return decoded
 
     def best_beam(self, state: BeamStreamState) -> int:
         """Index of the best beam by length-normalised score (NeMo's ``flatten_sort_`` criterion)."""
@@ -537,7 +550,7 @@ class BeamSearch:
         if self.is_tdt:
             lags = torch.zeros_like(best)
         else:
-            lags = torch.stack([s.lags for s in states]).gather(1, best[:, None]).squeeze(1).to(best.dtype)
+            lags = torch.stack([_lags(s) for s in states]).gather(1, best[:, None]).squeeze(1).to(best.dtype)
         return [(int(b), int(lag)) for b, lag in torch.stack([best, lags], dim=1).tolist()]
 
     def restart_utterance(self, state: BeamStreamState, beam: int) -> None:
@@ -567,7 +580,8 @@ class BeamSearch:
 
     def _start_states(self, model: Any, device: torch.device) -> torch.Tensor:
         """A fusion model's start (<s>) state for each beam."""
-        return model.get_init_states(batch_size=self.beam_size, bos=True).to(device)
+        states: torch.Tensor = model.get_init_states(batch_size=self.beam_size, bos=True)
+        return states.to(device)
 
     def _merge(self, states: list[BeamStreamState]) -> BatchedBeamState:
         decoder = self.computer.decoder
@@ -579,7 +593,7 @@ class BeamSearch:
             fusion_states_list=[
                 torch.cat(per_model) for per_model in zip(*(s.fusion_states for s in states), strict=True)
             ],
-            time_jumps=torch.stack([s.time_jumps for s in states]) if self.is_tdt else None,
+            time_jumps=torch.stack([_time_jumps(s) for s in states]) if self.is_tdt else None,
             scores=torch.stack([s.scores for s in states]),
             transcript_hash=torch.stack([s.transcript_hash for s in states]),
             current_lengths_nb=torch.stack([s.current_lengths_nb for s in states]),
@@ -627,3 +641,17 @@ class BeamSearch:
                     tokens.append(Token(label, start, max(end, start + 1) if durations_all is None else end))
                 histories.append(tokens)
             state.histories = histories
+
+
+def _lags(state: BeamStreamState) -> torch.Tensor:
+    """An RNNT state's per-beam lags (always set for RNNT)."""
+    if state.lags is None:
+        raise RuntimeError("an RNNT beam state has no lags")
+    return state.lags
+
+
+def _time_jumps(state: BeamStreamState) -> torch.Tensor:
+    """A TDT state's per-beam time jumps (always set for TDT)."""
+    if state.time_jumps is None:
+        raise RuntimeError("a TDT beam state has no time jumps")
+    return state.time_jumps

@@ -11,16 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from backend.engine.types import EngineStats, StepResult, StreamOptions
+from backend.engine.types import EngineStats, StepResult, StreamOptions, VocabularyRef
 
 __all__ = ["CaptionEngine", "CaptionStream", "VocabularyRef"]
-
-
-class VocabularyRef(Protocol):
-    """A registered vocabulary: a stream uses it through ``StreamOptions.vocabulary`` or
-    ``set_vocabulary``; ``release`` (idempotent) lets the engine drop it once no stream uses it."""
-
-    def release(self) -> None: ...
 
 
 class CaptionStream(Protocol):

@@ -9,6 +9,7 @@ pipeline only for buffering and encoding, then our streaming beam search (``beam
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import torch
@@ -114,7 +115,7 @@ class StreamDecoder:
             self.step([StepItem(stream_id, chunk_s, decoding, silence, is_first=True, is_last=False)])
             self.step([StepItem(stream_id, chunk_s, decoding, None, is_first=False, is_last=True)])
 
-    def _frame(self, chunk_pipeline: ChunkPipeline, item: StepItem):
+    def _frame(self, chunk_pipeline: ChunkPipeline, item: StepItem) -> Any:
         from nemo.collections.asr.inference.streaming.framing.request_options import ASRRequestOptions
 
         options = None
@@ -148,7 +149,7 @@ class StreamDecoder:
             hyp_state.fusion_state_list[fusion_index] = init.to(device)
 
 
-def _biasing_cfg(model_id: int):
+def _biasing_cfg(model_id: int) -> Any:
     """A fresh (never shared: NeMo mutates it) pre-registered biasing request, or None for no biasing."""
     from nemo.collections.asr.parts.context_biasing.biasing_multi_model import BiasingRequestItemConfig
 
@@ -157,7 +158,7 @@ def _biasing_cfg(model_id: int):
     return BiasingRequestItemConfig(multi_model_id=model_id, auto_manage_multi_model=False)
 
 
-def _convert(result) -> StepOutput:
+def _convert(result: Any) -> StepOutput:
     """A NeMo pipeline result as our step output, with repeated marks collapsed."""
     finals: tuple[Final, ...] = ()
     text = collapse_repeated_marks(result.final_transcript.strip())

@@ -246,6 +246,8 @@ class Engine:
             raise EngineOverloaded(f"{len(self._streams)} live streams (max_live_streams)")
         registration = None
         if options.vocabulary is not None:
+            if not isinstance(options.vocabulary, VocabularyHandle):
+                raise TypeError("the vocabulary must come from this engine's load_vocabulary")
             registration = options.vocabulary.registration()
             self._registry.ref(registration)
         stream = EngineStream(

@@ -15,6 +15,7 @@ Adapted from NeMo 3.0.0 (``BufferedRNNTPipeline``, ``RNNTInferenceWrapper``, ``P
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -28,7 +29,7 @@ _CONFIDENCE_CFG = {
 }
 
 
-def load_asr_model(model: str, device: str):
+def load_asr_model(model: str, device: str) -> Any:
     """Load any NeMo ASR model from a ``.nemo`` path or a pretrained name, in eval mode."""
     from nemo.collections.asr.models import ASRModel
 
@@ -41,7 +42,7 @@ def load_asr_model(model: str, device: str):
     return asr_model.eval()
 
 
-def greedy_decoding_cfg(max_symbols: int) -> dict:
+def greedy_decoding_cfg(max_symbols: int) -> dict[str, Any]:
     """Greedy label-looping decoding with NeMo's per-stream biasing multi-model (pure PyTorch on CPU)."""
     return {
         "strategy": "greedy_batch",
@@ -54,7 +55,7 @@ def greedy_decoding_cfg(max_symbols: int) -> dict:
     }
 
 
-def is_cache_aware(asr_model) -> bool:
+def is_cache_aware(asr_model: Any) -> bool:
     """A cache-aware streaming encoder (chunked-limited attention with look-ahead contexts)."""
     encoder = asr_model.encoder
     return (
@@ -64,7 +65,7 @@ def is_cache_aware(asr_model) -> bool:
     )
 
 
-def _wrapper_class(cache_aware: bool):
+def _wrapper_class(cache_aware: bool) -> Any:
     if cache_aware:
         from nemo.collections.asr.inference.model_wrappers.cache_aware_rnnt_inference_wrapper import (
             CacheAwareRNNTInferenceWrapper as base,
@@ -77,9 +78,9 @@ def _wrapper_class(cache_aware: bool):
     class _PreloadedRNNTWrapper(base):
         """NeMo's RNNT inference wrapper over an already loaded model (NeMo's loads it by name)."""
 
-        preloaded = None
+        preloaded: Any = None
 
-        def load_model(self, model_name: str, map_location: torch.device):
+        def load_model(self, model_name: str, map_location: torch.device) -> Any:
             return self.preloaded
 
         def get_subsampling_factor(self) -> int:
@@ -91,7 +92,7 @@ def _wrapper_class(cache_aware: bool):
     return _PreloadedRNNTWrapper
 
 
-def _probe_subsampling_factor(asr_model) -> int:
+def _probe_subsampling_factor(asr_model: Any) -> int:
     """Feature frames per encoder frame, measured by encoding 1.28 s of silence (for custom encoders)."""
     samples = torch.zeros(1, round(1.28 * SAMPLE_RATE_HZ), device=asr_model.device)
     length = torch.tensor([samples.shape[1]], device=asr_model.device)
@@ -101,7 +102,7 @@ def _probe_subsampling_factor(asr_model) -> int:
     return round(int(feature_len[0]) / int(encoded_len[0]))
 
 
-def build_wrapper(asr_model, device: str, decoding_cfg: dict):
+def build_wrapper(asr_model: Any, device: str, decoding_cfg: dict[str, Any]) -> Any:
     """Wrap a loaded model for the pipelines; sets the model's decoding strategy to ``decoding_cfg``."""
     from nemo.collections.asr.inference.factory.buffered_pipeline_builder import BufferedPipelineBuilder
 
@@ -148,7 +149,7 @@ def buffered_pipeline_cfg(config: EngineConfig, chunk_s: float) -> DictConfig:
     )
 
 
-def _buffered_pipeline_class():
+def _buffered_pipeline_class() -> Any:
     from nemo.collections.asr.inference.pipelines.buffered_rnnt_pipeline import BufferedRNNTPipeline
 
     class ExactChunkBufferedRNNTPipeline(BufferedRNNTPipeline):
@@ -174,7 +175,7 @@ def _buffered_pipeline_class():
             if self.right_padding:
                 raise ValueError("only left padding mode is supported")
 
-        def preprocess(self, buffers, buffer_lens, expected_feature_buffer_len: int):
+        def preprocess(self, buffers: Any, buffer_lens: Any, expected_feature_buffer_len: int) -> Any:
             from nemo.collections.asr.parts.preprocessing.features import normalize_batch
 
             features, feature_lens = self.preprocessor(input_signal=buffers, length=buffer_lens)
@@ -184,7 +185,7 @@ def _buffered_pipeline_class():
                 features = normalize_batch(features, feature_lens, mode)[0]
             return features, feature_lens.clamp(max=features.shape[2])
 
-        def encode_raw_signals(self, frames, raw_signals, left_paddings):
+        def encode_raw_signals(self, frames: Any, raw_signals: Any, left_paddings: Any) -> Any:
             """NeMo's, with the step's audio buffers staged in one pinned host tensor and copied to the GPU
             without blocking the decode thread (NeMo concatenates pageable buffers, then copies them
             synchronously); the copy runs on the decode thread's stream, before the preprocessor."""
@@ -216,7 +217,7 @@ class ChunkPipeline:
     chunk_s: float
     chunk_samples: int
     frames_per_chunk: int
-    pipeline: object
+    pipeline: Any
     att_context_size: list[int] | None = None
 
     def activate(self) -> None:
@@ -251,7 +252,7 @@ class ChunkPipeline:
         )
 
 
-def build_buffered_pipeline(config: EngineConfig, wrapper, chunk_s: float) -> ChunkPipeline:
+def build_buffered_pipeline(config: EngineConfig, wrapper: Any, chunk_s: float) -> ChunkPipeline:
     """A stateful buffered pipeline over ``wrapper`` for chunks of exactly ``chunk_s`` seconds."""
     pipeline = _buffered_pipeline_class()(buffered_pipeline_cfg(config, chunk_s), wrapper)
     chunk_samples = exact_samples(pipeline.chunk_size, pipeline.sample_rate)
@@ -260,7 +261,7 @@ def build_buffered_pipeline(config: EngineConfig, wrapper, chunk_s: float) -> Ch
     return ChunkPipeline(chunk_s, chunk_samples, pipeline.tokens_per_frame, pipeline)
 
 
-def cache_aware_context(asr_model, chunk_s: float) -> list[int]:
+def cache_aware_context(asr_model: Any, chunk_s: float) -> list[int]:
     """The encoder's attention context whose look-ahead makes chunks of ``chunk_s``: right = frames - 1."""
     frames = exact_frames(chunk_s)
     for context in asr_model.encoder.att_context_size_all:
@@ -270,7 +271,7 @@ def cache_aware_context(asr_model, chunk_s: float) -> list[int]:
     raise ValueError(f"the cache-aware model has no look-ahead for {chunk_s} s chunks (it has {available} s)")
 
 
-def build_cache_aware_pipeline(config: EngineConfig, wrapper, chunk_s: float) -> ChunkPipeline:
+def build_cache_aware_pipeline(config: EngineConfig, wrapper: Any, chunk_s: float) -> ChunkPipeline:
     """NeMo 3.0.0's ``CacheAwareRNNTPipeline`` for chunks of exactly ``chunk_s`` (its encoder look-ahead)."""
     from nemo.collections.asr.inference.pipelines.cache_aware_rnnt_pipeline import CacheAwareRNNTPipeline
 

@@ -37,7 +37,7 @@ class StepOutput:
     finals: tuple[Final, ...]
 
 
-def make_frame(chunk_pipeline: Any, item: StepItem, options: object = None):
+def make_frame(chunk_pipeline: Any, item: StepItem, options: object = None) -> Any:
     """A NeMo ``Frame`` of exactly one chunk; the flush is a chunk of zeros with valid length 0."""
     from nemo.collections.asr.inference.streaming.framing.request import Frame
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from backend.engine.errors import EngineError as EngineError  # re-exported with the value types
 from backend.engine.errors import EngineOverloaded as EngineOverloaded
 
 if TYPE_CHECKING:
-    from backend.engine.vocabulary import VocabularyHandle
     from biasing.graph import GraphParams
 
 SAMPLE_RATE_HZ = 16000
@@ -43,6 +42,13 @@ def exact_samples(seconds: float, sample_rate_hz: int = SAMPLE_RATE_HZ) -> int:
     if abs(samples / sample_rate_hz - seconds) > 1e-9:
         raise ValueError(f"{seconds} s is not a whole number of samples at {sample_rate_hz} Hz")
     return samples
+
+
+class VocabularyRef(Protocol):
+    """A registered vocabulary, from the engine's ``load_vocabulary``; ``release`` (idempotent) lets the
+    engine drop it once no stream uses it."""
+
+    def release(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,7 @@ class StreamOptions:
 
     chunk_s: float = 1.12
     decoding: Literal["greedy", "beam"] = "greedy"
-    vocabulary: VocabularyHandle | None = None
+    vocabulary: VocabularyRef | None = None
 
 
 @dataclass(frozen=True)

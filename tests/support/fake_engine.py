@@ -61,7 +61,7 @@ class FakeStream:
             if first == 0:
                 return StepResult("", self._commit(), self.decoded_s)
             vocab = self.options.vocabulary
-            if first == VOCAB_SAMPLE and vocab is not None and vocab.terms:
+            if first == VOCAB_SAMPLE and isinstance(vocab, FakeHandle) and vocab.terms:
                 if vocab.released:
                     raise EngineError("stream used a released vocabulary")
                 self.words.append(vocab.terms[0])
