@@ -2,31 +2,44 @@
 
 Every stream pushes its chunks back to back (no real-time pacing), so the engine runs as fast as it can;
 RTFx >= N means N streams keep up with real time. Each configuration runs ``--repeats`` times and the best
-run is kept (the CPU is shared with other work). Configurations: streams x chunk size x greedy/beam x
-(no biasing | per-stream biasing, a distinct 1,000-term list per stream, registered before the streams start).
+run is kept (the first run of a new batch size also warms up CUDA graphs and kernels). Configurations:
+streams x chunk size x greedy/beam x biasing mode:
+  none         no list
+  registered   a distinct ``--terms``-term list per stream, registered before the streams start
+  nocache      every stream compiles and registers a new list when it starts (inside the timed run) and
+               releases it when it ends
+On CUDA the peak GPU memory of each run above what the engine held before it is reported per stream, and
+``--cuda-graphs on|off`` switches NeMo's CUDA-graph greedy decoder (beam search never uses CUDA graphs).
 
     python bench/bench_engine.py                       # tiny random RNNT model (built in a temp dir)
     python bench/bench_engine.py --model models/captions-embedded.nemo --streams 1,8,32
+    python bench/bench_engine.py --model m.nemo --device cuda --streams 128,1,64,32 --json rows.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.engine import Engine, EngineConfig, StreamOptions, VocabularyHandle  # noqa: E402
-from captions_model.paths import resolve_lm  # noqa: E402
-from tests.support.tiny_model import build_tiny_transducer  # noqa: E402
+if TYPE_CHECKING:
+    from backend.engine import Engine, VocabularyHandle
+
+# torch, NeMo and the engine are imported where they are used: the engine's vocabulary compiler is a spawned
+# process, which imports this module again when it is the main script.
+
+BIAS_MODES = ("none", "registered", "nocache")
 
 
 @dataclass(frozen=True)
@@ -34,13 +47,23 @@ class Row:
     streams: int
     chunk_s: float
     decoding: str
-    biased: bool
+    bias: str
     audio_s: float
     wall_s: float
+    words: int = 0  # words in the finals (random models: a sanity check that decoding emits something)
+    gpu_mb_per_stream: float | None = None
+    cuda_graphs: str = "auto"
+
+    @property
+    def biased(self) -> bool:
+        return self.bias != "none"
 
     @property
     def rtfx(self) -> float:
         return self.audio_s / self.wall_s
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "rtfx": self.rtfx}
 
 
 def babble(seed: int, seconds: float) -> np.ndarray:
@@ -71,49 +94,122 @@ def random_terms(count: int, seed: int) -> list[str]:
     return sorted(terms)
 
 
+@contextmanager
+def cuda_graphs_mode(mode: str):
+    """``on``/``off``: force NeMo's CUDA-graph greedy decoder for engines started inside (``auto``: the
+    engine's choice, on where CUDA is available)."""
+    import backend.engine.decoder as decoder_module
+
+    original = decoder_module.greedy_decoding_cfg
+    if mode != "auto":
+
+        def patched(*args, **kwargs) -> dict:
+            cfg = original(*args, **kwargs)
+            cfg["greedy"]["use_cuda_graph_decoder"] = mode == "on"
+            return cfg
+
+        decoder_module.greedy_decoding_cfg = patched
+    try:
+        yield
+    finally:
+        decoder_module.greedy_decoding_cfg = original
+
+
+def _synchronize(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 async def run_config(
     engine: Engine,
     streams: int,
     chunk_s: float,
     decoding: str,
-    handles: list[VocabularyHandle] | None,
+    bias: str,
+    handles: list[VocabularyHandle],
     audio: list[np.ndarray],
+    terms: int,
+    seed: int,
+    cuda_graphs: str = "auto",
 ) -> Row:
-    samples = engine.chunk_samples(chunk_s)
+    """One timed run of ``streams`` concurrent streams; ``seed`` makes the lists of a ``nocache`` run new."""
+    import torch
 
-    async def one(index: int) -> float:
-        vocabulary = handles[index] if handles is not None else None
+    from backend.engine import StreamOptions
+
+    samples = engine.chunk_samples(chunk_s)
+    device = engine.config.device
+    cuda = device.startswith("cuda")
+
+    async def one(index: int) -> tuple[float, int]:
+        own: VocabularyHandle | None = None
+        vocabulary = None
+        if bias == "registered":
+            vocabulary = handles[index]
+        elif bias == "nocache":
+            own = vocabulary = await engine.load_vocabulary(random_terms(terms, seed=seed + index))
         stream = engine.open_stream(StreamOptions(chunk_s=chunk_s, decoding=decoding, vocabulary=vocabulary))  # type: ignore[arg-type]
         signal = audio[index % len(audio)]
+        words = 0
         for start in range(0, len(signal) - samples + 1, samples):
-            await stream.push(signal[start : start + samples])
+            result = await stream.push(signal[start : start + samples])
+            words += sum(len(final.text.split()) for final in result.finals)
         result = await stream.finish()
-        return result.audio_decoded_s
+        words += sum(len(final.text.split()) for final in result.finals)
+        if own is not None:
+            own.release()
+        return result.audio_decoded_s, words
 
+    base = 0
+    if cuda:
+        _synchronize(device)
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
     started = time.perf_counter()
-    decoded = await asyncio.gather(*(one(i) for i in range(streams)))
+    done = await asyncio.gather(*(one(i) for i in range(streams)))
+    _synchronize(device)
     wall_s = time.perf_counter() - started
-    return Row(streams, chunk_s, decoding, handles is not None, float(sum(decoded)), wall_s)
+    per_stream_mb = (torch.cuda.max_memory_allocated() - base) / 2**20 / streams if cuda else None
+    return Row(
+        streams,
+        chunk_s,
+        decoding,
+        bias,
+        float(sum(d for d, _ in done)),
+        wall_s,
+        sum(w for _, w in done),
+        per_stream_mb,
+        cuda_graphs,
+    )
 
 
 def print_table(rows: list[Row]) -> None:
-    by_key = {(r.streams, r.chunk_s, r.decoding, r.biased): r for r in rows}
+    by_key = {(r.streams, r.chunk_s, r.decoding, r.bias): r for r in rows}
+    modes = [m for m in BIAS_MODES if m != "none" and any(r.bias == m for r in rows)]
     print()
     header = (
-        "| streams | chunk s | decoding | RTFx no bias | RTFx per-stream 1k | per-stream/no-bias "
-        "| beam/greedy time |"
+        "| streams | chunk s | decoding | RTFx no bias | "
+        + "".join(f"RTFx {m} | {m}/no-bias | " for m in modes)
+        + "beam/greedy time | GPU MB/stream |"
     )
     print(header)
     print("|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|")
-    for (streams, chunk_s, decoding, biased), row in sorted(by_key.items()):
-        if biased:
+    for (streams, chunk_s, decoding, bias), row in sorted(by_key.items()):
+        if bias != "none":
             continue
-        bias_row = by_key.get((streams, chunk_s, decoding, True))
-        ratio = f"{bias_row.rtfx / row.rtfx:.3f}" if bias_row else "-"
-        greedy = by_key.get((streams, chunk_s, "greedy", False))
-        beam_vs_greedy = f"{row.wall_s / greedy.wall_s:.2f}x" if decoding == "beam" and greedy else "-"
-        biased_rtfx = f"{bias_row.rtfx:.1f}" if bias_row else "-"
-        cells = [str(streams), str(chunk_s), decoding, f"{row.rtfx:.1f}", biased_rtfx, ratio, beam_vs_greedy]
+        cells = [str(streams), str(chunk_s), decoding, f"{row.rtfx:.1f}"]
+        for mode in modes:
+            bias_row = by_key.get((streams, chunk_s, decoding, mode))
+            cells.append(f"{bias_row.rtfx:.1f}" if bias_row else "-")
+            cells.append(f"{bias_row.rtfx / row.rtfx:.3f}" if bias_row else "-")
+        greedy = by_key.get((streams, chunk_s, "greedy", "none"))
+        cells.append(f"{row.wall_s / greedy.wall_s:.2f}x" if decoding == "beam" and greedy else "-")
+        memory = [
+            r.gpu_mb_per_stream for r in rows if r.gpu_mb_per_stream is not None and r.streams == streams
+        ]
+        cells.append(f"{max(memory):.1f}" if memory else "-")
         print("| " + " | ".join(cells) + " |")
     print()
     for decoding in sorted({r.decoding for r in rows}):
@@ -127,7 +223,16 @@ def print_table(rows: list[Row]) -> None:
             print(f"largest tested stream count in real time ({decoding}, {chunk_s} s): {best}")
 
 
-async def main(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> list[Row]:
+    """Every configuration of ``args`` on one engine; configurations not started within ``--budget-s``
+    (counted from the call) are left out."""
+    import torch
+
+    from backend.engine import Engine, EngineConfig
+    from captions_model.paths import resolve_lm
+    from tests.support.tiny_model import build_tiny_transducer
+
+    deadline = time.monotonic() + args.budget_s if args.budget_s else None
     torch.set_num_threads(args.threads)
     model = args.model
     if model is None:
@@ -136,8 +241,13 @@ async def main(args: argparse.Namespace) -> None:
     stream_counts = [int(n) for n in args.streams.split(",")]
     chunk_sizes = [float(c) for c in args.chunks.split(",")]
     decodings = args.decodings.split(",")
+    modes = args.bias_modes.split(",")
+    unknown = set(modes) - set(BIAS_MODES)
+    if unknown:
+        raise ValueError(f"unknown bias modes {sorted(unknown)}; known: {BIAS_MODES}")
     config = EngineConfig(
         model=model,
+        device=args.device,
         torch_threads=args.threads,
         max_batch_streams=max(stream_counts),
         max_wait_ms=args.max_wait_ms,
@@ -148,49 +258,88 @@ async def main(args: argparse.Namespace) -> None:
         lm_path=resolve_lm(model, args.lm),
         lm_alpha=args.lm_alpha,
     )
-    engine = Engine(config)
-    await engine.start()
+    with cuda_graphs_mode(args.cuda_graphs):
+        engine = Engine(config)
+        await engine.start()
+    rows: list[Row] = []
     try:
-        started = time.perf_counter()
-        handles = [
-            await engine.load_vocabulary(random_terms(args.terms, seed=i)) for i in range(max(stream_counts))
-        ]
-        print(
-            f"registered {len(handles)} lists of {args.terms} terms in {time.perf_counter() - started:.1f} s"
-        )
+        handles: list[VocabularyHandle] = []
+        if "registered" in modes:
+            started = time.perf_counter()
+            handles = [
+                await engine.load_vocabulary(random_terms(args.terms, seed=i))
+                for i in range(max(stream_counts))
+            ]
+            print(
+                f"registered {len(handles)} lists of {args.terms} terms in "
+                f"{time.perf_counter() - started:.1f} s",
+                flush=True,
+            )
         audio = [babble(seed, args.seconds) for seed in range(8)]
-        rows: list[Row] = []
-        for decoding in decodings:
-            for chunk_s in chunk_sizes:
-                for streams in stream_counts:
-                    for biased in (False, True):
-                        runs = [
-                            await run_config(
-                                engine, streams, chunk_s, decoding, handles if biased else None, audio
-                            )
-                            for _ in range(args.repeats)
-                        ]
-                        row = max(runs, key=lambda r: r.rtfx)  # the least disturbed run (shared CPU)
-                        rows.append(row)
-                        print(
-                            f"{decoding:6s} chunk {chunk_s:.2f} s  streams {streams:3d}  "
-                            f"{'per-stream bias' if biased else 'no bias        '}  RTFx {row.rtfx:8.1f}",
-                            flush=True,
-                        )
-        print_table(rows)
+        nocache_seed = 1_000_000
+        plan = [  # stream counts outermost, in the order given: a spent budget leaves out the last ones
+            (streams, decoding, chunk_s, bias)
+            for streams in stream_counts
+            for decoding in decodings
+            for chunk_s in chunk_sizes
+            for bias in modes
+        ]
+        for streams, decoding, chunk_s, bias in plan:
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"budget spent: {decoding} {chunk_s} s {streams} streams {bias} left out", flush=True)
+                continue
+            runs = []
+            for _ in range(args.repeats):
+                nocache_seed += 1000
+                runs.append(
+                    await run_config(
+                        engine, streams, chunk_s, decoding, bias, handles, audio, args.terms, nocache_seed,
+                        args.cuda_graphs,
+                    )
+                )  # fmt: skip
+            row = max(runs, key=lambda r: r.rtfx)  # the least disturbed (or warmed-up) run
+            rows.append(row)
+            memory = f"  {row.gpu_mb_per_stream:7.1f} MB/stream" if row.gpu_mb_per_stream else ""
+            print(
+                f"{decoding:6s} chunk {chunk_s:.2f} s  streams {streams:3d}  {bias:10s}  "
+                f"RTFx {row.rtfx:8.1f}  words {row.words:5d}{memory}",
+                flush=True,
+            )
+        for handle in handles:
+            handle.release()
     finally:
         await engine.stop()
+        del engine
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_json() for r in rows], indent=1), encoding="utf-8")
+    return rows
 
 
-def parse_args() -> argparse.Namespace:
+async def main(args: argparse.Namespace) -> None:
+    print_table(await run(args))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--model", default=None, help=".nemo path or pretrained name (default: tiny random)")
     parser.add_argument("--tiny-kind", default="tdt", choices=["rnnt", "tdt"], help="random model kind")
-    parser.add_argument("--streams", default="1,8,32,64", help="comma-separated stream counts")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--streams", default="1,8,32,64", help="comma-separated stream counts (run in this order)"
+    )
     parser.add_argument("--chunks", default="0.56,1.12", help="comma-separated chunk durations, seconds")
     parser.add_argument("--decodings", default="greedy,beam", help="greedy, beam or both")
+    parser.add_argument(
+        "--bias-modes", default="none,registered", help=f"comma-separated, of {', '.join(BIAS_MODES)}"
+    )
+    parser.add_argument(
+        "--cuda-graphs",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="NeMo's CUDA-graph greedy decoder",
+    )
     parser.add_argument("--seconds", type=float, default=6.72, help="audio per stream, seconds")
     parser.add_argument("--terms", type=int, default=1000, help="terms per stream's list")
     parser.add_argument("--beam-size", type=int, default=8, help="beams per stream (server default)")
@@ -202,7 +351,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-wait-ms", type=float, default=20.0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the decode worker")
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration; the best is kept")
-    return parser.parse_args()
+    parser.add_argument(
+        "--budget-s", type=float, default=0.0, help="start no configuration after this (0: no limit)"
+    )
+    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
