@@ -41,11 +41,11 @@ from backend.engine.types import (
 )
 from backend.engine.vocabulary import (
     Registration,
-    RegistryBackend,
     VocabularyHandle,
     VocabularyRegistry,
     normalized,
 )
+from biasing.nemo.registry import BiasingRegistry, CompiledVocabulary, Lease
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Engine:
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self._vocabularies: RegistryBackend | None = None
+        self._biasing: BiasingRegistry | None = None
         self._decoder: StreamDecoder | None = None
         self._decode_executor: ThreadPoolExecutor | None = None
         self._compile_executor: ThreadPoolExecutor | None = None
@@ -97,12 +97,13 @@ class Engine:
         loop = self._loop = asyncio.get_running_loop()
         self._decoder = await loop.run_in_executor(self._decode_executor, self._load)
         cache_dir = Path(self.config.vocabulary_cache_dir) if self.config.vocabulary_cache_dir else None
-        self._vocabularies = RegistryBackend(
+        # Compiles run in a worker process: a 10,000-term compile in a thread of this process holds the GIL
+        # and stalls every stream's decode step (measured in bench/bench_registry.py).
+        self._biasing = BiasingRegistry(
             self._decoder.tokenizer,
-            self._decoder.multi_model,
-            self.config.biasing_alpha,
-            cache_dir,
-            self.config.graph_params(),
+            params=self.config.graph_params(),
+            cache_dir=cache_dir,
+            compile_processes=1,
         )
         self._batcher = asyncio.create_task(self._batch_loop(), name="engine-batcher")
         self._batcher.add_done_callback(self._on_batcher_done)
@@ -130,8 +131,8 @@ class Engine:
         for executor in (self._compile_executor, self._decode_executor):
             if executor is not None:
                 await asyncio.to_thread(executor.shutdown, wait=True)
-        if self._vocabularies is not None:  # the compile process: otherwise it outlives the engine
-            await asyncio.to_thread(self._vocabularies.close)
+        if self._biasing is not None:  # the compile process: otherwise it outlives the engine
+            await asyncio.to_thread(self._biasing.close)
 
     @property
     def ready(self) -> bool:
@@ -188,29 +189,36 @@ class Engine:
         Raises ``biasing.terms.TermValidationError`` (a ValueError) for invalid terms, ValueError if empty.
         """
         decoder = self._require_ready()
-        backend = self._backend()
+        biasing = self._biasing_registry()
         loop = asyncio.get_running_loop()
         terms_n = await loop.run_in_executor(self._compile_executor, normalized, terms, decoder.tokenizer)
         if not terms_n:
             raise ValueError("a vocabulary needs at least one term")
-        key = backend.key(terms_n)
+        key = biasing.key_for(terms_n)
         registration = self._registry.lookup_and_ref(key)
         if registration is None:
-            compiled = await loop.run_in_executor(self._compile_executor, backend.compile, terms_n)
+            compiled = await loop.run_in_executor(self._compile_executor, biasing.compile, terms_n)
             self._require_ready()
-            lease = await loop.run_in_executor(self._decode_executor, backend.register, compiled)
+            lease = await loop.run_in_executor(self._decode_executor, self._register, compiled)
             registration = self._registry.add(Registration(key, terms_n, lease))
             if registration.lease is not lease:  # an identical list was registered meanwhile
                 self._schedule_unregister(lease)
         return VocabularyHandle(self._registry, registration)
 
-    def _backend(self) -> RegistryBackend:
-        if self._vocabularies is None:
+    def _biasing_registry(self) -> BiasingRegistry:
+        if self._biasing is None:
             raise EngineError("engine is not started")
-        return self._vocabularies
+        return self._biasing
 
-    def _schedule_unregister(self, lease: Any) -> None:
-        self._submit_cleanup(self._backend().unregister, lease)
+    def _register(self, compiled: CompiledVocabulary) -> Lease:
+        """The one lease the engine holds on a compiled list's id in the multi-model (decode thread)."""
+        return self._biasing_registry().acquire(
+            compiled, self._loaded_decoder().multi_model, self.config.biasing_alpha
+        )
+
+    def _schedule_unregister(self, lease: Lease) -> None:
+        """Give the lease back on the decode thread, behind every step that could still read its id."""
+        self._submit_cleanup(self._biasing_registry().release, lease)
 
     def _loaded_decoder(self) -> StreamDecoder:
         if self._decoder is None:

@@ -6,15 +6,16 @@ lease in the multi-model (decode thread) -> referenced by handles and by the str
 handle is released and no stream uses it any more, the lease is released on the decode thread. NeMo reuses a
 removed id at once, so a lease is released only when nothing can still read its id.
 
-``RegistryBackend`` is the one place that knows how a list becomes a registered model (the ``biasing``
-package's ``BiasingRegistry``: TurboBias 2.0 case-insensitive graphs, memory and disk caches).
+Two counts, two jobs: ``biasing.nemo.registry.BiasingRegistry`` compiles and caches lists and leases their
+ids in the decoder's multi-model (the engine holds exactly one lease per distinct list, taken and given back
+on the decode thread); the ``VocabularyRegistry`` here counts the handles and streams using each lease, from
+any thread, and schedules the lease's release when the last one lets go.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend.engine.errors import EngineError
@@ -22,48 +23,7 @@ from biasing.matching import find_matches
 from biasing.terms import Term, normalize_terms
 
 if TYPE_CHECKING:
-    from biasing.graph import GraphParams
-
-
-class RegistryBackend:
-    """``biasing.nemo.registry.BiasingRegistry`` for one decoder: ``key``/``compile`` on the compile thread,
-    ``register``/``unregister`` on the decode thread (between steps)."""
-
-    def __init__(
-        self,
-        tokenizer: Any,
-        multi_model: Any,
-        alpha: float,
-        cache_dir: Path | None,
-        params: GraphParams,
-    ) -> None:
-        from biasing.nemo.registry import BiasingRegistry
-
-        # Compiles run in a worker process: a 10,000-term compile in a thread of this process holds the GIL
-        # and stalls every stream's decode step (measured in bench/bench_registry.py).
-        self._registry = BiasingRegistry(tokenizer, params=params, cache_dir=cache_dir, compile_processes=1)
-        self._multi_model = multi_model
-        self._alpha = alpha
-
-    def key(self, terms: Sequence[Term]) -> str:
-        """Content hash of the terms (with the tokenizer, graph parameters and compiler version)."""
-        return self._registry.key_for(terms)
-
-    def compile(self, terms: Sequence[Term]) -> Any:
-        """Compile (or fetch from the memory/disk cache): blocking, never on the decode thread."""
-        return self._registry.compile(terms)
-
-    def register(self, compiled: Any) -> Any:
-        """A lease on the compiled vocabulary's id in the multi-model (decode thread)."""
-        return self._registry.acquire(compiled, self._multi_model, self._alpha)
-
-    def unregister(self, lease: Any) -> None:
-        """Give the lease back (decode thread); the registry may keep the model registered while idle."""
-        self._registry.release(lease)
-
-    def close(self) -> None:
-        """Stop the compile worker process (blocking; after the compile thread has stopped)."""
-        self._registry.close()
+    pass
 
 
 class Registration:

@@ -94,6 +94,6 @@ async def test_abort_frees_everything(engine: Engine, decoding: str) -> None:
     assert engine.stats().live_streams == 0
     assert await engine.decoder_stream_count() == 0
     assert engine.stats().registered_vocabularies == 0
-    assert engine._backend()._registry.stats().active_leases == 0
+    assert engine._biasing_registry().stats().active_leases == 0
     with pytest.raises(EngineError):
         _ = handle.model_id

@@ -55,8 +55,8 @@ async def test_per_stream_rows_match_nemo_single_model_fusion(engine: Engine) ->
     decoder = engine._loaded_decoder()
     asr_model = decoder.wrapper.asr_model
     handles = [await engine.load_vocabulary(terms) for terms in TERMS]
-    backend = engine._backend()
-    trees = [backend.compile(normalized(terms, decoder.tokenizer)).model for terms in TERMS]
+    biasing = engine._biasing_registry()
+    trees = [biasing.compile(normalized(terms, decoder.tokenizer)).model for terms in TERMS]
     alpha = engine.config.biasing_alpha
     beam = decoder._beam
     assert beam is not None

@@ -67,7 +67,7 @@ async def test_rows_with_the_lm_match_nemo_fusion(lm_engine: Engine) -> None:
     ours = decoder._beam.search.computer
     lm = ours.fusion_models[1]
     handles = [await lm_engine.load_vocabulary(terms) for terms in TERMS]
-    tree = lm_engine._backend().compile(normalized(TERMS[0], decoder.tokenizer)).model
+    tree = lm_engine._biasing_registry().compile(normalized(TERMS[0], decoder.tokenizer)).model
     alpha = lm_engine.config.biasing_alpha
     with torch.inference_mode():
         encoded, lengths = encode(asr_model, [1, 1], 3.0)

@@ -31,7 +31,7 @@ async def test_same_terms_share_one_registration(engine: Engine) -> None:
     c.release()
     assert engine.stats().registered_vocabularies == 0
     assert await engine.decoder_stream_count() == 0  # runs after the queued lease releases
-    assert engine._backend()._registry.stats().active_leases == 0
+    assert engine._biasing_registry().stats().active_leases == 0
 
 
 async def test_stream_keeps_its_vocabulary_registered(engine: Engine) -> None:
@@ -51,14 +51,14 @@ async def test_stream_keeps_its_vocabulary_registered(engine: Engine) -> None:
 async def test_compile_runs_off_the_decode_thread(engine: Engine) -> None:
     threads: list[str] = []
     decoder = engine._loaded_decoder()
-    backend = engine._backend()
-    inner = backend.compile
+    biasing = engine._biasing_registry()
+    inner = biasing.compile
 
     def compile_and_record(terms):  # type: ignore[no-untyped-def]
         threads.append(threading.current_thread().name)
         return inner(terms)
 
-    backend.compile = compile_and_record  # type: ignore[method-assign]
+    biasing.compile = compile_and_record  # type: ignore[method-assign]
     handle = await engine.load_vocabulary(random_terms(200, seed=3))
     assert threads and threads[0].startswith("engine-compile")
     assert bool(decoder.multi_model.model2active[handle.model_id])
