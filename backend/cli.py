@@ -1,13 +1,21 @@
-"""The ``captions`` command: serve, migrate and the project's long-running jobs."""
+"""The ``captions`` command: serve, migrate and the project's long-running jobs.
+
+``serve``, ``migrate`` and ``create-user`` import only the service. ``loadtest`` and ``eval`` are tools whose
+packages are imported when their subcommand runs, never at start-up: the container image leaves them out.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from backend.config import get_settings
+
+EXIT_MISSING_TOOL = 3
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -59,6 +67,48 @@ def _create_user(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_tool(command: str, module: str) -> ModuleType | None:
+    """``module`` of an optional tool package, or None (with a message on stderr) if it is not installed."""
+    package = module.split(".", 1)[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (package, module):
+            raise  # a dependency of the tool is missing: its own error names it
+        print(
+            f"captions {command}: the {package!r} package is not installed here (the container image "
+            f"leaves it out); run it from a source checkout: pip install -e '.[eval]'",
+            file=sys.stderr,
+        )
+        return None
+
+
+def _loadtest(argv: list[str]) -> int:
+    cli = _import_tool("loadtest", "loadtest.cli")
+    if cli is None:
+        return EXIT_MISSING_TOOL
+    parser = argparse.ArgumentParser(prog="captions loadtest", description=cli.__doc__)
+    cli.add_arguments(parser)
+    return int(cli.run(parser.parse_args(argv)))
+
+
+def _eval(argv: list[str]) -> int:
+    main_module = _import_tool("eval", "eval.__main__")
+    if main_module is None:
+        return EXIT_MISSING_TOOL
+    parser = argparse.ArgumentParser(prog="captions eval", description=main_module.__doc__)
+    main_module.add_subcommands(parser.add_subparsers(dest="eval_command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+# Subcommands handed to another package: name -> (help, runner of the remaining arguments).
+_DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
+    "loadtest": ("live sessions one server holds in real time (docs/loadtest.md)", _loadtest),
+    "eval": ("contextual-biasing evaluation (docs/eval.md)", _eval),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; each subcommand sets ``func``."""
     parser = argparse.ArgumentParser(prog="captions", description=__doc__)
@@ -76,24 +126,23 @@ def build_parser() -> argparse.ArgumentParser:
     user.add_argument("username")
     user.add_argument("--role", choices=["admin", "member"], default="member")
     user.set_defaults(func=_create_user)
-    from eval.__main__ import add_subcommands as add_eval_subcommands
-    from loadtest.cli import add_arguments as add_loadtest_arguments
-    from loadtest.cli import run as run_loadtest
-
-    loadtest = sub.add_parser(
-        "loadtest", help="live sessions one server holds in real time (docs/loadtest.md)"
-    )
-    add_loadtest_arguments(loadtest)
-    loadtest.set_defaults(func=run_loadtest)
-
-    evaluation = sub.add_parser("eval", help="contextual-biasing evaluation (docs/eval.md)")
-    add_eval_subcommands(evaluation.add_subparsers(dest="eval_command", required=True))
+    # The load test and the evaluation are tools, not the service: their packages (left out of the container
+    # image) are imported only when their subcommand runs, and they parse their own options (_DELEGATED).
+    for name, (help_text, _) in _DELEGATED.items():
+        tool = sub.add_parser(name, help=help_text, add_help=False)
+        tool.set_defaults(func=None, delegate=name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``captions`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    delegate: str | None = getattr(args, "delegate", None)
+    if delegate is not None:
+        return _DELEGATED[delegate][1](rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     func: Callable[[argparse.Namespace], int] = args.func
     return func(args)
 

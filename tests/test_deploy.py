@@ -1,8 +1,9 @@
 """Deployment files (docs/deploy.md): docker-compose.yml, Dockerfile, nginx, the entrypoint and healthcheck.
 
-Docker itself cannot run here, so the compose file is checked structurally (PyYAML) and, where the compose
-plugin exists, by ``docker compose config``; nginx likewise by its directives and, where a recent enough
-nginx exists, by ``nginx -t``.
+These tests need no Docker: the compose file is checked structurally (PyYAML) and, where the compose plugin
+exists, by ``docker compose config``; nginx likewise by its directives and, where a recent enough nginx
+exists, by ``nginx -t``. The image itself is built and run end to end by ``scripts/container_check.sh``
+(root, dockerd; too slow for ``make test``: docs/deploy.md, "Container check").
 """
 
 from __future__ import annotations
@@ -759,3 +760,118 @@ def test_migrate_service_command_on_postgres_then_backup_and_restore(
     )
     restored = subprocess.run([*psql, query], env=client_env, capture_output=True, text=True, check=True)
     assert restored.stdout == head.stdout
+
+
+# --- what the image holds: the service's packages, not the tools ------------------------------------------
+
+IMAGE_PACKAGES = ("backend", "biasing", "captions_model", "migrations")
+TOOL_PACKAGES = ("eval", "loadtest", "training", "bench", "tests")
+
+
+def _first_party_imports(folder: Path) -> dict[str, set[str]]:
+    """Top-level first-party names imported anywhere under ``folder`` (function-level imports included)."""
+    import ast
+
+    first_party = set(IMAGE_PACKAGES) | set(TOOL_PACKAGES)
+    found: dict[str, set[str]] = {}
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".", 1)[0]
+                if top in first_party:
+                    found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_the_image_holds_every_package_the_service_imports_and_no_tool() -> None:
+    """The bug of issue 27: backend/cli.py imported eval/ while .dockerignore left it out of the image."""
+    copied = " ".join(args for instruction, args in _dockerfile_instructions() if instruction == "COPY")
+    ignored = set(_dockerignored())
+    for package in IMAGE_PACKAGES:
+        assert f"{package}/" in copied, f"the Dockerfile does not COPY {package}/"
+        assert package not in ignored
+        imported = _first_party_imports(ROOT / package)
+        for tool in TOOL_PACKAGES:
+            assert tool not in imported, f"{sorted(imported[tool])} import {tool}, which the image leaves out"
+    for tool in ("eval", "loadtest", "training"):
+        assert tool in ignored, f".dockerignore: {tool}/ is a tool, not the service"
+
+
+def test_a_local_torch_wheel_replaces_the_index_one_only_when_present() -> None:
+    runs = [args for instruction, args in _dockerfile_instructions() if instruction == "RUN"]
+    (torch,) = [run for run in runs if "/tmp/wheels/torch-" in run]
+    assert torch.index("/tmp/wheels/torch-") < torch.index("--index-url")
+    tracked = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "-q", "deploy/wheels/torch-2.13.0+cpu-x.whl"], check=False
+    )
+    assert tracked.returncode == 0, "wheels in deploy/wheels/ must be git-ignored"
+    assert (ROOT / "deploy" / "wheels" / "README.md").is_file(), "COPY deploy/wheels/ needs the folder"
+
+
+def test_the_base_image_is_a_build_argument_defaulting_to_the_official_python() -> None:
+    instructions = _dockerfile_instructions()
+    assert instructions[0] == ("ARG", "PYTHON_IMAGE=python:3.11-slim-bookworm")
+    froms = [args for instruction, args in instructions if instruction == "FROM"]
+    assert froms and all(args.startswith("${PYTHON_IMAGE}") for args in froms)
+
+
+# --- scripts/container_check.sh and what it builds ---------------------------------------------------------
+
+container_compose = _load_module("captions_container_compose", ROOT / "scripts" / "container_compose.py")
+
+
+@pytest.mark.parametrize(
+    "script",
+    ["scripts/container_check.sh", "scripts/base_image.sh", "deploy/postgres/entrypoint.sh"],
+)
+def test_container_scripts_are_executable_shell_that_parses(script: str) -> None:
+    path = ROOT / script
+    assert path.stat().st_mode & stat.S_IXUSR, f"{script} is not executable"
+    shell = "bash" if path.read_text().startswith("#!/bin/bash") else "sh"
+    subprocess.run([shell, "-n", str(path)], check=True)
+
+
+def test_check_compose_file_is_the_real_one_on_a_cpu(compose: dict[str, Any], tmp_path: Path) -> None:
+    """The check changes only what a CPU-only machine without a registry needs; the rest stays as it is."""
+    config = container_compose.check_compose(
+        compose, tmp_path, 18000, "captions:local", "captions-postgres:local", 15
+    )
+    services = config["services"]
+    assert set(services) == {"db", "migrate", "app"}
+    assert services["db"]["image"] == "captions-postgres:local"
+    assert services["db"]["healthcheck"] == compose["services"]["db"]["healthcheck"]
+    app, real = services["app"], compose["services"]["app"]
+    assert "deploy" not in app and "build" not in app and "env_file" not in app
+    assert app["environment"]["CAPTIONS_DEVICE"] == "cpu"
+    assert json.loads(app["environment"]["CAPTIONS_ALLOWED_ORIGINS"]) == ["http://127.0.0.1:18000"]
+    for key in ("depends_on", "healthcheck", "secrets", "stop_grace_period", "init", "volumes"):
+        assert app[key] == real[key], key
+    assert services["migrate"]["command"] == ["captions", "migrate"]
+    assert services["migrate"]["depends_on"] == compose["services"]["migrate"]["depends_on"]
+    assert set(config["secrets"]) == set(compose["secrets"])
+    assert all(Path(s["file"]).parent == tmp_path for s in config["secrets"].values())
+    drain_s = float(app["environment"]["CAPTIONS_DRAIN_TIMEOUT_S"])
+    uvicorn = server_config(Starlette(), Settings(drain_timeout_s=drain_s), "127.0.0.1", 8000)
+    shutdown_s = drain_s + uvicorn.timeout_graceful_shutdown
+    assert _duration_s(app["stop_grace_period"]) >= shutdown_s + 10, "Docker would SIGKILL mid-drain"
+    assert app["ulimits"] == real["ulimits"], "no cap asked for"
+    capped = container_compose.check_compose(compose, tmp_path, 18000, "a", "b", 15, nofile=20000)
+    assert capped["services"]["app"]["ulimits"]["nofile"] == {"soft": 20000, "hard": 20000}
+    assert real["ulimits"]["nofile"]["hard"] == 65536, "the real file is unchanged"
+
+
+def test_postgres_image_keeps_the_official_images_contract(compose: dict[str, Any]) -> None:
+    """deploy/postgres/ stands in for postgres:17: the same variables, data folder and probe."""
+    text = (ROOT / "deploy" / "postgres" / "entrypoint.sh").read_text()
+    for variable in compose["services"]["db"]["environment"]:
+        assert f"${{{variable}" in text or f"${variable}" in text, variable
+    dockerfile = (ROOT / "deploy" / "postgres" / "Dockerfile").read_text()
+    data = compose["services"]["db"]["volumes"][0].split(":", 1)[1]
+    assert f"PGDATA={data}" in dockerfile
+    assert "USER postgres" in dockerfile and "EXPOSE 5432" in dockerfile
