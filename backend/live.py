@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
+from backend.admission import SessionSlots
 from backend.db.models import Meeting, Term, Vocabulary
 from backend.logs import get_logger
+from backend.resume import ResumesInProgress
 from backend.vocab import EffectiveVocabulary, ValidTerm
 
 if TYPE_CHECKING:
@@ -57,7 +59,8 @@ class LiveHub:
     """Registry of live meetings and sessions; all methods run on the event loop.
 
     ``_locks`` serialises opening/re-compiling one meeting so two streams joining at once share one
-    compile; ``sessions`` holds every connected session (for caps, lag, /api/live and drain).
+    compile; ``sessions`` holds every streaming session (for lag, /api/live and drain); ``slots`` counts
+    admitted sockets for the capacity caps (``backend.admission``); ``resumes`` the resumes in progress.
     """
 
     def __init__(self, services: Services) -> None:
@@ -65,6 +68,8 @@ class LiveHub:
         self.meetings: dict[int, LiveMeeting] = {}
         self.sessions: dict[str, CaptionSession] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+        self.slots = SessionSlots()
+        self.resumes = ResumesInProgress()
         self.draining = False
 
     async def _load(self, meeting_id: int) -> tuple[Meeting, EffectiveVocabulary]:
@@ -137,7 +142,8 @@ class LiveHub:
 
     def leave(self, session: CaptionSession, live: LiveMeeting) -> None:
         live.sessions.discard(session)
-        self.sessions.pop(session.session_id, None)
+        if self.sessions.get(session.session_id) is session:  # not a later connection of the same session
+            del self.sessions[session.session_id]
 
     def _forget(self, live: LiveMeeting) -> None:
         if self.meetings.get(live.meeting_id) is live:
@@ -145,9 +151,6 @@ class LiveHub:
         if live.handle is not None:
             live.handle.release()
             live.handle = None
-
-    def sessions_of_user(self, user_id: int) -> int:
-        return sum(1 for s in self.sessions.values() if s.user_id == user_id)
 
     def max_lag_s(self) -> float:
         return max((s.lag_s for s in self.sessions.values()), default=0.0)

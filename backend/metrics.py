@@ -17,6 +17,9 @@ class Metrics:
         r = self.registry
         self.sessions = Gauge("captions_sessions", "Live streaming sessions on this replica", registry=r)
         self.finals_persisted = Counter("captions_finals_persisted", "Finals written to the DB", registry=r)
+        self.persist_failures = Counter(
+            "captions_persist_failures", "Failed attempts to store a final (disk full, DB down)", registry=r
+        )
         self.partials_dropped = Counter(
             "captions_partials_dropped", "Partials not sent due to lag", registry=r
         )

@@ -16,6 +16,7 @@ from backend.db.session import Database
 from backend.live import LiveHub
 from backend.logs import get_logger
 from backend.metrics import Metrics
+from backend.persist import PersistHealth
 from backend.security import LoginRateLimiter, SessionCodec, hash_password
 from biasing.terms import TermLimits
 
@@ -38,6 +39,7 @@ class Services:
     term_limits: TermLimits
     metrics: Metrics = field(default_factory=Metrics)
     hub: LiveHub = field(init=False)
+    persist: PersistHealth = field(default_factory=PersistHealth)
     engine_startup: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
@@ -61,8 +63,9 @@ class Services:
         return {
             "engine": bool(self.engine.ready),
             "not_draining": not self.hub.draining,
-            "capacity": len(self.hub.sessions) < self.settings.max_sessions,
+            "capacity": self.hub.slots.total < self.settings.max_sessions,
             "not_lagging": self.hub.max_lag_s() < self.settings.lag_not_ready_s,
+            "persisting": self.persist.healthy(),
         }
 
     def accepting_sessions(self) -> bool:

@@ -13,20 +13,23 @@ import enum
 import json
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy import select, update
-from starlette.responses import Response
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, Ticket, User, utcnow
+from backend import jsonlimits, resume
+from backend.admission import SUBPROTOCOL, Admission, admit
+from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, utcnow
 from backend.db.session import as_utc
 from backend.engine.types import EngineError, StreamOptions
 from backend.logs import get_logger
+from backend.persist import PersistFailed, with_retries
 from backend.security import new_token, token_hash
+from backend.termforms import check_forms
 from backend.vocab import EffectiveVocabulary, parse_term_items, validate_terms
 
 if TYPE_CHECKING:
@@ -36,8 +39,6 @@ if TYPE_CHECKING:
     from backend.services import Services
 
 log = get_logger(__name__)
-SUBPROTOCOL = "captions.v1"
-TICKET_PREFIX = "ticket."
 
 
 class SessionState(enum.Enum):
@@ -66,57 +67,6 @@ class ProtocolViolation(Exception):
         self.error_code = error_code
 
 
-@dataclass(frozen=True)
-class Admission:
-    """What a valid ticket grants: this user may stream into this meeting."""
-
-    user_id: int
-    username: str
-    meeting_id: int
-
-
-async def admit(websocket: WebSocket, svc: Services) -> Admission | None:
-    """Handshake checks before accept: origin (403), ticket (403), capacity (503). None = rejected."""
-    origin = websocket.headers.get("origin")
-    if origin not in svc.settings.allowed_origins:
-        log.warning("ws_rejected", reason="origin", origin=origin)
-        await websocket.close(code=1008)
-        return None
-    protocols = websocket.scope.get("subprotocols", [])
-    tickets = [p[len(TICKET_PREFIX) :] for p in protocols if p.startswith(TICKET_PREFIX)]
-    admission = await _redeem_ticket(svc, tickets[0]) if SUBPROTOCOL in protocols and tickets else None
-    if admission is None:
-        log.warning("ws_rejected", reason="ticket")
-        await websocket.close(code=1008)
-        return None
-    if not svc.accepting_sessions() or svc.hub.sessions_of_user(admission.user_id) >= (
-        svc.settings.max_sessions_per_user
-    ):
-        log.warning("ws_rejected", reason="capacity", user_id=admission.user_id)
-        svc.metrics.rejected_sessions.labels(reason="capacity").inc()
-        await websocket.send_denial_response(Response("busy", status_code=503))
-        return None
-    return admission
-
-
-async def _redeem_ticket(svc: Services, ticket: str) -> Admission | None:
-    """Mark the ticket used (atomically: a ticket works once) and return what it grants."""
-    now = utcnow()
-    async with svc.db.session() as db:
-        result = await db.execute(
-            update(Ticket)
-            .where(Ticket.token_hash == token_hash(ticket), Ticket.used_at.is_(None), Ticket.expires_at > now)
-            .values(used_at=now)
-        )
-        if result.rowcount != 1:
-            return None
-        row = await db.get(Ticket, token_hash(ticket))
-        user = await db.get(User, row.user_id) if row else None
-        if row is None or user is None:
-            return None
-        return Admission(user_id=user.id, username=user.username, meeting_id=row.meeting_id)
-
-
 class CaptionSession:
     """One socket's streaming session. See the module docstring for the task split."""
 
@@ -128,6 +78,7 @@ class CaptionSession:
         self.meeting_id = admission.meeting_id
         self.session_id = ""
         self.resume_token_hash = ""
+        self.generation = 0
         self.state = SessionState.CONNECTING
         self.live: LiveMeeting | None = None
         self.chunk_s = 0.0
@@ -163,29 +114,37 @@ class CaptionSession:
         return max(0.0, self.received_s - self.decoded_s)
 
     async def run(self) -> None:
-        """Accept, read ``start``, stream until stop/close/drain; always release what it holds."""
+        """Accept, read ``start``, stream until stop/close/drain; always release what it holds.
+
+        Supervised: an unexpected exception in either task ends the session like a decoder failure
+        (``error`` ``internal``, finals flushed where the stream still works, close 1011); the reader
+        never outlives this call."""
         await self.ws.accept(subprotocol=SUBPROTOCOL)
         self._to(SessionState.AUTHENTICATED)
+        reader: asyncio.Task[None] | None = None
         try:
-            await self._begin()
-        except ProtocolViolation as exc:
-            await self._send_error(exc.error_code, str(exc))
-            await self._close(exc.code, str(exc))
-            return
-        except WebSocketDisconnect:
-            self._to(SessionState.CLOSED)
-            return
-        reader = asyncio.create_task(self._reader(), name=f"reader-{self.session_id}")
-        try:
+            try:
+                await self._begin()
+            except ProtocolViolation as exc:
+                await self._send_error(exc.error_code, str(exc))
+                await self._close(exc.code, str(exc))
+                return
+            except WebSocketDisconnect:
+                return
+            reader = asyncio.create_task(self._reader(), name=f"reader-{self.session_id}")
             await self._consume()
             # Keep reading (and discarding) until the client answers the close: frames it had already sent
             # would otherwise fill uvicorn's queue and stall the close handshake.
             await asyncio.wait_for(asyncio.shield(reader), timeout=5.0)
         except TimeoutError:
             pass
+        except Exception as exc:
+            self._log.exception("session_failed", error=type(exc).__name__)
+            await self._fail()
         finally:
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+            if reader is not None:
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
             await self._cleanup()
 
     async def end(self, code: int, reason: str) -> None:
@@ -198,10 +157,14 @@ class CaptionSession:
     # ----- start / resume ----------------------------------------------------------------------------
     async def _begin(self) -> None:
         try:
-            raw = await asyncio.wait_for(self.ws.receive_text(), timeout=self.svc.settings.idle_timeout_s)
+            first = await asyncio.wait_for(self.ws.receive(), timeout=self.svc.settings.idle_timeout_s)
         except TimeoutError as exc:
             raise ProtocolViolation(1008, "no start message") from exc
-        message = _parse_json(raw)
+        if first["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(first.get("code", 1000))
+        if first.get("text") is None:
+            raise ProtocolViolation(1008, "expected a start message, got a binary frame")
+        message = _parse_json(first["text"])
         if message.get("type") != "start":
             raise ProtocolViolation(1008, f"expected a start message, got {message.get('type')!r}")
         chunk_s = message.get("chunk_s")
@@ -209,12 +172,17 @@ class CaptionSession:
             raise ProtocolViolation(1008, f"chunk_s must be one of {self.svc.settings.allowed_chunk_s}")
         self.chunk_s = float(chunk_s)
         self.chunk_bytes = 2 * self.svc.engine.chunk_samples(self.chunk_s)
-        resume_token, replay = await self._open_session(message)
-        self._log = log.bind(session_id=self.session_id, meeting_id=self.meeting_id)
-        self.live = await self.svc.hub.open_meeting(self.meeting_id)
-        self._vocabulary = self.live.vocabulary
-        self._stream = self.svc.engine.open_stream(self._options(self.live.handle))
-        self.svc.hub.join(self, self.live)
+        token = message.get("resume_token")
+        try:
+            with self.svc.hub.resumes.hold(token_hash(token) if isinstance(token, str) else None):
+                resume_token, replay = await self._open_session(message)
+                self._log = log.bind(session_id=self.session_id, meeting_id=self.meeting_id)
+                self.live = await self.svc.hub.open_meeting(self.meeting_id)
+                self._vocabulary = self.live.vocabulary
+                self._stream = self.svc.engine.open_stream(self._options(self.live.handle))
+                self.svc.hub.join(self, self.live)
+        except resume.ResumeConflict as exc:
+            raise ProtocolViolation(1013, f"{exc}; retry shortly", "resume_conflict") from exc
         self._to(SessionState.STREAMING)
         self.svc.metrics.sessions.inc()
         self._log.info("session_started", resumed=bool(message.get("resume_token")), chunk_s=self.chunk_s)
@@ -240,62 +208,58 @@ class CaptionSession:
 
     async def _open_session(self, message: dict[str, Any]) -> tuple[str, list[CaptionSegment]]:
         """Create the stream session, or resume one: returns the resume token and the finals to replay."""
-        ttl = timedelta(seconds=self.svc.settings.resume_ttl_s)
         token = message.get("resume_token")
         if isinstance(token, str):
-            await self._end_previous_connection(token_hash(token))
+            return token, await self._resume(token, message.get("last_seq") or 0)
+        await self._meeting_goes_live()
+        token = new_token()
+        session_id = str(uuid.uuid4())
+        async with self.svc.db.session() as db:
+            db.add(
+                StreamSession(
+                    id=session_id,
+                    meeting_id=self.meeting_id,
+                    user_id=self.user_id,
+                    resume_token_hash=token_hash(token),
+                    resume_expires_at=utcnow() + timedelta(seconds=self.svc.settings.resume_ttl_s),
+                )
+            )
+        self.session_id, self.resume_token_hash = session_id, token_hash(token)
+        return token, []
+
+    async def _meeting_goes_live(self) -> None:
         async with self.svc.db.session() as db:
             meeting = await db.get(Meeting, self.meeting_id)
             if meeting is None or meeting.status == MeetingStatus.ENDED:
                 raise ProtocolViolation(1008, "the meeting has ended")
             if meeting.status == MeetingStatus.SCHEDULED:
                 meeting.status, meeting.started_at = MeetingStatus.LIVE, utcnow()
-            if isinstance(token, str):
-                row = (
-                    await db.execute(
-                        select(StreamSession).where(StreamSession.resume_token_hash == token_hash(token))
-                    )
-                ).scalar_one_or_none()
-                if (
-                    row is None
-                    or row.meeting_id != self.meeting_id
-                    or as_utc(row.resume_expires_at) < utcnow()
-                ):
-                    raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
-                last_seq = message.get("last_seq") or 0
-                if not isinstance(last_seq, int):
-                    raise ProtocolViolation(1008, "last_seq must be an integer")
-                segments = (
-                    (
-                        await db.execute(
-                            select(CaptionSegment)
-                            .where(CaptionSegment.session_id == row.id)
-                            .order_by(CaptionSegment.seq)
-                        )
-                    )
-                    .scalars()
-                    .all()
+
+    async def _resume(self, token: str, last_seq: Any) -> list[CaptionSegment]:
+        """Claim the session (the database lets exactly one resume win; ResumeConflict for the others) and
+        return its finals after ``last_seq``."""
+        if not isinstance(last_seq, int):
+            raise ProtocolViolation(1008, "last_seq must be an integer")
+        await self._end_previous_connection(token_hash(token))
+        await self._meeting_goes_live()
+        async with self.svc.db.session() as db:
+            row = (
+                await db.execute(
+                    select(StreamSession).where(StreamSession.resume_token_hash == token_hash(token))
                 )
-                row.resume_expires_at = utcnow() + ttl
-                row.ended_at = None
-                self.resume_token_hash = row.resume_token_hash
-                self.session_id = row.id
-                self.audio_offset_s = row.audio_offset_s
-                self.seq = segments[-1].seq if segments else 0
-                return token, [s for s in segments if s.seq > last_seq]
-            token = new_token()
-            self.session_id = str(uuid.uuid4())
-            self.resume_token_hash = token_hash(token)
-            db.add(
-                StreamSession(
-                    id=self.session_id,
-                    meeting_id=self.meeting_id,
-                    user_id=self.user_id,
-                    resume_token_hash=token_hash(token),
-                    resume_expires_at=utcnow() + ttl,
-                )
-            )
-            return token, []
+            ).scalar_one_or_none()
+        if row is None or row.meeting_id != self.meeting_id or as_utc(row.resume_expires_at) < utcnow():
+            raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
+        expires_at = utcnow() + timedelta(seconds=self.svc.settings.resume_ttl_s)
+        self.generation = await resume.claim(self.svc.db, row.id, row.generation, expires_at)
+        async with self.svc.db.session() as db:
+            query = select(CaptionSegment).where(CaptionSegment.session_id == row.id)
+            segments = list((await db.execute(query.order_by(CaptionSegment.seq))).scalars())
+        self.resume_token_hash = row.resume_token_hash
+        self.session_id = row.id
+        self.audio_offset_s = row.audio_offset_s
+        self.seq = segments[-1].seq if segments else 0
+        return [s for s in segments if s.seq > last_seq]
 
     async def _end_previous_connection(self, resume_hash: str) -> None:
         """A resume can arrive while the dropped connection is still flushing its last finals on this
@@ -363,6 +327,9 @@ class CaptionSession:
             await self._discard_until_closed()
         except WebSocketDisconnect as exc:
             self._queue.put_nowait(("gone", exc.code))
+        except Exception as exc:  # the consumer must hear of it, or the session would never end
+            self._log.exception("reader_failed", error=type(exc).__name__)
+            self._queue.put_nowait(("failed", exc))
 
     async def _discard_until_closed(self) -> None:
         """After a violation, drop whatever the client still sends until the socket closes."""
@@ -395,6 +362,10 @@ class CaptionSession:
                     await self._send_error(payload.error_code, str(payload))
                     await self._finish_and_close(payload.code, str(payload))
                     return
+                elif kind == "failed":
+                    await self._send_error("internal", "the server failed; resume with the resume token")
+                    await self._finish_and_close(1011, "internal error")
+                    return
                 elif kind == "gone":
                     self._log.info("client_gone", code=payload)
                     await self._finish_quietly()
@@ -406,6 +377,9 @@ class CaptionSession:
                         await self._send({"type": "reconnect", "reason": reason})
                     await self._finish_and_close(code, reason)
                     return
+        except PersistFailed as exc:
+            await self._send_error("storage_unavailable", f"{exc}; resume later with the resume token")
+            await self._close(1013, "captions cannot be stored")
         except EngineError as exc:
             self._log.error("engine_failed", error=str(exc))
             self._stream = None
@@ -440,39 +414,59 @@ class CaptionSession:
         self.utterance += 1
         self.last_partial = ""
         offset = self.audio_offset_s
-        segment = CaptionSegment(
-            meeting_id=self.meeting_id,
-            session_id=self.session_id,
-            text=text,
-            start_s=round(offset + final.start_s, 3),
-            end_s=round(offset + final.end_s, 3),
-            words=[
+        fields = {
+            "meeting_id": self.meeting_id,
+            "session_id": self.session_id,
+            "text": text,
+            "start_s": round(offset + final.start_s, 3),
+            "end_s": round(offset + final.end_s, 3),
+            "words": [
                 {"text": w.text, "start_s": round(offset + w.start_s, 3), "end_s": round(offset + w.end_s, 3)}
                 for w in final.words
             ],
-            matched_terms=matched,
+            "matched_terms": matched,
+        }
+        segment, generation, elsewhere = await with_retries(
+            self.svc.persist, self.svc.metrics.persist_failures, lambda: self._store(fields, offset)
         )
-        async with self.svc.db.session() as db:
-            # The number comes from the database, in the transaction that stores the caption: another
-            # replica may still be flushing this session's dropped connection (cross-replica resume).
-            segment.seq = (
-                await db.execute(
-                    update(StreamSession)
-                    .where(StreamSession.id == self.session_id)
-                    .values(last_seq=StreamSession.last_seq + 1, audio_offset_s=offset + self.decoded_s)
-                    .returning(StreamSession.last_seq)
-                )
-            ).scalar_one()
-            db.add(segment)
-            elsewhere = []
-            if segment.seq > self.seq + 1:  # a number was taken by another connection since our last one
-                elsewhere = await self._committed_elsewhere(db, below=segment.seq)
         self.finals += 1
         self.svc.metrics.finals_persisted.inc()
         for other in elsewhere:
             await self._send(_final_message(other))
         self.seq = segment.seq
         await self._send(_final_message(segment) | {"audio_s": round(offset + self.decoded_s, 3)})
+        if generation != self.generation:
+            self._superseded()
+
+    async def _store(
+        self, fields: dict[str, Any], offset: float
+    ) -> tuple[CaptionSegment, int, list[CaptionSegment]]:
+        """One attempt to number and store a caption: the stored row, the session's generation, and the
+        captions another connection stored since our last one."""
+        segment = CaptionSegment(**fields)
+        async with self.svc.db.session() as db:
+            # The number comes from the database, in the transaction that stores the caption: another
+            # replica may still be flushing this session's dropped connection (cross-replica resume).
+            segment.seq, generation = (
+                await db.execute(
+                    update(StreamSession)
+                    .where(StreamSession.id == self.session_id)
+                    .values(last_seq=StreamSession.last_seq + 1, audio_offset_s=offset + self.decoded_s)
+                    .returning(StreamSession.last_seq, StreamSession.generation)
+                )
+            ).one()
+            db.add(segment)
+            elsewhere = []
+            if segment.seq > self.seq + 1:  # a number was taken by another connection since our last one
+                elsewhere = await self._committed_elsewhere(db, below=segment.seq)
+        return segment, generation, elsewhere
+
+    def _superseded(self) -> None:
+        """A later resume (on another replica) took the session over: stop streaming into it."""
+        if self.state == SessionState.STREAMING and self._end_request is None:
+            self._log.info("session_superseded")
+            self._end_request = (1008, "resumed by another connection")
+            self._queue.put_nowait(("end", None))
 
     async def _committed_elsewhere(self, db: AsyncSession, below: int | None = None) -> list[CaptionSegment]:
         """Captions of this session numbered after the last one this connection sent (and below ``below``):
@@ -491,8 +485,9 @@ class CaptionSession:
         if len(parsed) + len(errors) > limit:
             await self._send_error("invalid_terms", f"at most {limit} extra terms per session")
             return
-        valid, bad = validate_terms(parsed, self.svc.term_limits, self.svc.tokenizer)
-        errors += bad
+        well_formed, malformed = check_forms(parsed, self.svc.term_limits)
+        valid, bad = validate_terms(well_formed, self.svc.term_limits, self.svc.tokenizer)
+        errors += malformed + bad
         if errors:
             await self._send_error(
                 "invalid_terms",
@@ -559,6 +554,12 @@ class CaptionSession:
                 await self._commit(final)
         self._to(SessionState.CLOSED)
 
+    async def _fail(self) -> None:
+        """After an unexpected exception in the consumer: tell the client and close 1011 (the stream is
+        aborted in ``_cleanup``; the finals already sent are persisted, a resume continues after them)."""
+        await self._send_error("internal", "the server failed; resume with the resume token")
+        await self._close(1011, "internal error")
+
     async def _close(self, code: int, reason: str) -> None:
         if self.state != SessionState.CLOSED:
             self._to(SessionState.CLOSED)
@@ -581,12 +582,15 @@ class CaptionSession:
             self.svc.metrics.sessions.dec()
         if self.state != SessionState.CLOSED:
             self._to(SessionState.CLOSED)
-        if self.session_id:
-            async with self.svc.db.session() as db:
-                await db.execute(
-                    update(StreamSession).where(StreamSession.id == self.session_id).values(ended_at=utcnow())
-                )
-        self._done.set()
+        try:
+            if self.session_id:  # unless a later resume owns the session now
+                owned = (StreamSession.id == self.session_id) & (StreamSession.generation == self.generation)
+                async with self.svc.db.session() as db:
+                    await db.execute(update(StreamSession).where(owned).values(ended_at=utcnow()))
+        except SQLAlchemyError:
+            self._log.exception("session_end_not_recorded")
+        finally:
+            self._done.set()
 
     async def _send(self, message: dict[str, Any]) -> None:
         if self.ws.application_state == WebSocketState.CONNECTED:
@@ -616,9 +620,9 @@ def _final_message(segment: CaptionSegment) -> dict[str, Any]:
 
 def _parse_json(raw: str) -> dict[str, Any]:
     try:
-        message = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ProtocolViolation(1008, "text frames must be JSON") from exc
+        message = jsonlimits.loads(raw)
+    except jsonlimits.ClientJsonError as exc:
+        raise ProtocolViolation(1008, f"text frames must be JSON: {exc}") from exc
     if not isinstance(message, dict):
         raise ProtocolViolation(1008, "text frames must be JSON objects")
     return message
@@ -635,4 +639,5 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     try:
         await session.run()
     finally:
+        svc.hub.slots.release(admission.user_id)
         structlog.contextvars.clear_contextvars()

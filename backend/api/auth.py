@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -14,10 +14,11 @@ from backend.logs import get_logger
 from backend.security import (
     SESSION_COOKIE,
     CookieSession,
+    PasswordBusy,
     hash_password,
     new_token,
+    password_worker,
     token_hash,
-    verify_password,
 )
 
 log = get_logger(__name__)
@@ -33,31 +34,34 @@ async def login(request: Request) -> JSONResponse:
     responses:
       200: {description: "{user, csrf_token}"}
       401: {description: wrong credentials}
-      429: {description: too many failed attempts}
+      429: {description: too many failed attempts (per username and per client address)}
+      503: {description: too many password checks at once}
     """
     svc = services(request)
     body = await json_body(request)
     username = field(body, "username", str)
     password = field(body, "password", str)
-    limit_key = f"{username}|{request.client.host if request.client else '-'}"
-    if svc.login_limiter.blocked(limit_key):
+    client = request.client.host if request.client else "-"
+    if not svc.login_limiter.begin(username, client):
         log.warning("login_blocked", username=username)
         raise ApiError(429, "rate_limited", "too many failed logins; wait a few minutes")
     async with svc.db.session() as db:
         user = (await db.execute(select(User).where(User.username == username))).scalar_one_or_none()
-        ok = verify_password(user.password_hash if user else _DUMMY_HASH, password) and user is not None
+    try:
+        ok = await password_worker.verify(user.password_hash if user else _DUMMY_HASH, password)
+    except PasswordBusy as exc:
+        raise ApiError(503, "busy", "too many logins at once; retry in a moment") from exc
     if not ok or user is None:
-        svc.login_limiter.failed(limit_key)
         log.warning("login_failed", username=username)
         raise ApiError(401, "unauthenticated", "wrong username or password")
-    svc.login_limiter.succeeded(limit_key)
+    svc.login_limiter.succeeded(username, client)
     csrf = new_token(24)
     response = JSONResponse(
         {"user": {"id": user.id, "username": user.username, "role": user.role.value}, "csrf_token": csrf}
     )
     response.set_cookie(
         SESSION_COOKIE,
-        svc.session_codec.dumps(CookieSession(user.id, csrf)),
+        svc.session_codec.dumps(CookieSession(user.id, csrf, user.session_epoch)),
         max_age=svc.settings.session_max_age_s,
         httponly=True,
         samesite="strict",
@@ -69,12 +73,17 @@ async def login(request: Request) -> JSONResponse:
 
 
 async def logout(request: Request) -> JSONResponse:
-    """End the cookie session.
+    """End the cookie session: every cookie session of the user stops working (all browsers).
     ---
     tags: [auth]
     responses: {200: {description: logged out}}
     """
-    await require_user(request)
+    principal = await require_user(request)
+    if principal.via_cookie:
+        async with services(request).db.session() as db:
+            await db.execute(
+                update(User).where(User.id == principal.user_id).values(session_epoch=User.session_epoch + 1)
+            )
     response = JSONResponse({"ok": True})
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response

@@ -63,7 +63,7 @@ async def authenticate(request: Request) -> Principal | None:
         if session is None:
             return None
         user = await db.get(User, session.user_id)
-        if user is None:
+        if user is None or user.session_epoch != session.epoch:  # logged out since
             return None
         return Principal(user.id, user.username, user.role, via_cookie=True, csrf_token=session.csrf_token)
 
@@ -89,8 +89,18 @@ async def require_admin(request: Request) -> Principal:
     return principal
 
 
+MAX_ID = 2**31 - 1
+"""Largest row id: ids are 32-bit INTEGER columns (PostgreSQL rejects larger values in a query)."""
+
+
+def is_id(value: object) -> bool:
+    """True for an int (not a bool) that can be a row id."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
+
+
 def path_int(request: Request, name: str) -> int:
+    """An integer path parameter; 404 when it is no int or beyond any row id."""
     value = request.path_params[name]
-    if not isinstance(value, int):
+    if not is_id(value):
         raise ApiError(404, "not_found", f"{name} not found")
     return value

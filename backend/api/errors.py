@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+
+from backend import jsonlimits
 
 
 class ApiError(Exception):
@@ -43,10 +44,13 @@ async def http_error_handler(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object, or a 400 naming the problem."""
+    """The request's JSON object, or a 400 naming the problem (422 naming the field whose text is not
+    valid Unicode). Nesting and integer size are bounded (``backend.jsonlimits``)."""
     try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        body = jsonlimits.loads(await request.body())
+    except jsonlimits.ClientJsonError as exc:
+        if exc.path:
+            raise ApiError(422, "invalid", str(exc), [{"field": exc.path, "reason": "unicode"}]) from exc
         raise ApiError(400, "bad_json", f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise ApiError(400, "bad_json", "request body must be a JSON object")

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from backend.api.deps import require_admin, services
+from backend.api.deps import is_id, require_admin, services
 from backend.api.errors import ApiError, not_found
 from backend.db.models import CaptionSegment, Meeting, Vocabulary
 
@@ -61,8 +61,8 @@ def _int_param(request: Request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    if not raw.isdigit():
-        raise ApiError(422, "invalid", f"{name}: an integer", [{"field": name}])
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12 or not is_id(int(raw)):
+        raise ApiError(422, "invalid", f"{name}: an id", [{"field": name}])
     return int(raw)
 
 

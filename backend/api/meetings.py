@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from backend.api.deps import Principal, path_int, require_admin, require_user, services
+from backend.api.deps import Principal, is_id, path_int, require_admin, require_user, services
 from backend.api.errors import ApiError, field, json_body, not_found
 from backend.captions_export import render_captions
 from backend.db.models import (
@@ -62,8 +62,8 @@ async def _meeting(db: AsyncSession, meeting_id: int, principal: Principal, writ
 
 
 async def _vocabularies(db: AsyncSession, ids: Any, principal: Principal) -> list[Vocabulary]:
-    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise ApiError(422, "invalid", "vocabulary_ids: a list of integers", [{"field": "vocabulary_ids"}])
+    if not isinstance(ids, list) or not all(is_id(i) for i in ids):
+        raise ApiError(422, "invalid", "vocabulary_ids: a list of ids", [{"field": "vocabulary_ids"}])
     rows = list((await db.execute(select(Vocabulary).where(Vocabulary.id.in_(ids)))).scalars())
     visible = {v.id: v for v in rows if principal.is_admin or v.owner_id in (None, principal.user_id)}
     missing = [i for i in ids if i not in visible]

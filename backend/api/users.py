@@ -11,7 +11,7 @@ from starlette.routing import Route
 from backend.api.deps import require_admin, services
 from backend.api.errors import ApiError, field, json_body
 from backend.db.models import Role, User
-from backend.security import hash_password
+from backend.security import PasswordBusy, password_worker
 
 MIN_PASSWORD_CHARS = 10
 
@@ -61,8 +61,12 @@ async def create_user(request: Request) -> JSONResponse:
     if role not in {r.value for r in Role}:
         raise ApiError(422, "invalid", "role: admin or member", [{"field": "role"}])
     try:
+        password_hash = await password_worker.hash(password)
+    except PasswordBusy as exc:
+        raise ApiError(503, "busy", "too many password checks at once; retry in a moment") from exc
+    try:
         async with services(request).db.session() as db:
-            user = User(username=username, password_hash=hash_password(password), role=Role(role))
+            user = User(username=username, password_hash=password_hash, role=Role(role))
             db.add(user)
             await db.flush()
             data = user_dict(user)

@@ -13,10 +13,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from backend.api.deps import Principal, path_int, require_user, services
+from backend.api.deps import Principal, is_id, path_int, require_user, services
 from backend.api.errors import ApiError, field, json_body, not_found
 from backend.db.models import Term, Vocabulary, utcnow
-from backend.vocab import TermInput, ValidTerm, parse_import, parse_term_items, validate_terms
+from backend.termforms import check_forms
+from backend.vocab import ItemError, TermInput, ValidTerm, parse_import, parse_term_items, validate_terms
 
 
 def vocabulary_dict(vocab: Vocabulary, with_terms: bool = False) -> dict[str, Any]:
@@ -86,7 +87,9 @@ def _term_row(term: ValidTerm, raw_text: str) -> Term:
 async def _check(request: Request, inputs: list[tuple[int, TermInput]], existing: set[str]) -> Any:
     svc = services(request)
     await svc.engine_started()  # the tokenizer decides which terms can be boosted
-    return validate_terms(inputs, svc.term_limits, svc.tokenizer, existing)
+    well_formed, malformed = check_forms(inputs, svc.term_limits)
+    valid, bad = validate_terms(well_formed, svc.term_limits, svc.tokenizer, existing)
+    return valid, sorted(malformed + bad, key=lambda e: e.position)
 
 
 async def list_vocabularies(request: Request) -> JSONResponse:
@@ -260,8 +263,8 @@ async def delete_terms(request: Request) -> JSONResponse:
     principal = await require_user(request)
     body = await json_body(request)
     ids = field(body, "ids", list)
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise ApiError(422, "invalid", "ids: a list of integers", [{"field": "ids", "reason": "type"}])
+    if not all(is_id(i) for i in ids):
+        raise ApiError(422, "invalid", "ids: a list of ids", [{"field": "ids", "reason": "type"}])
     async with services(request).db.session() as db:
         vocab = await load_vocabulary(db, path_int(request, "vocab_id"), principal, write=True)
         wanted = set(ids)
@@ -272,6 +275,26 @@ async def delete_terms(request: Request) -> JSONResponse:
         vocab.updated_at = utcnow()
         await db.flush()
         return JSONResponse({"vocabulary": vocabulary_dict(vocab, with_terms=True), "deleted": len(doomed)})
+
+
+def _parse_import(fmt: str, content: str) -> tuple[list[tuple[int, TermInput]], list[ItemError]]:
+    """``parse_import`` with a lone CR read as a line break (as ``text`` files already are), and each CSV
+    line parsed on its own: a term cannot span lines, so an unclosed (odd) quote is an error on its own
+    line instead of swallowing the next ones (such lines are blanked: the numbering stays the file's)."""
+    lines = content.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    malformed: list[ItemError] = []
+    if fmt == "csv":
+        for index, line in enumerate(lines):
+            try:
+                list(csv.reader([line], strict=True))
+                problem = "an unbalanced quote" if line.count('"') % 2 else None
+            except csv.Error as exc:
+                problem = str(exc)
+            if problem is not None:
+                malformed.append(ItemError(index + 1, line, f"malformed CSV: {problem}; quote fields fully"))
+                lines[index] = ""
+    rows, errors = parse_import(fmt, "\n".join(lines))
+    return rows, sorted(errors + malformed, key=lambda e: e.position)
 
 
 async def import_terms(request: Request) -> JSONResponse:
@@ -288,7 +311,7 @@ async def import_terms(request: Request) -> JSONResponse:
     fmt = field(body, "format", str)
     if fmt not in {"text", "csv"}:
         raise ApiError(422, "invalid", "format: text or csv", [{"field": "format", "reason": "enum"}])
-    rows, errors = parse_import(fmt, field(body, "content", str))
+    rows, errors = _parse_import(fmt, field(body, "content", str))
     async with services(request).db.session() as db:
         vocab = await load_vocabulary(db, path_int(request, "vocab_id"), principal, write=True)
         valid, bad = await _check(request, rows, {t.normalized for t in vocab.terms})

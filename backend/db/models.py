@@ -64,6 +64,8 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     role: Mapped[Role] = mapped_column(Enum(Role, native_enum=False, length=16), default=Role.MEMBER)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Carried in every cookie session; logout increments it, so every cookie issued before stops working.
+    session_epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class ApiToken(Base):
@@ -150,6 +152,9 @@ class StreamSession(Base):
     # The last caption number handed out. Incremented in the transaction that stores the caption, so two
     # replicas serving the same session (a resume while the dropped connection still flushes) never collide.
     last_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Which connection owns the session: each resume claims the next number with a conditional UPDATE, so
+    # of two resumes at once (on any replicas) exactly one wins; an older connection learns it was superseded.
+    generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

@@ -1,0 +1,104 @@
+"""WebSocket admission: origin, ticket and capacity checks before accept, and the slot a socket holds.
+
+A slot is taken at the handshake, in the same step as the capacity check (no ``await`` between them, so
+concurrent handshakes cannot all see room), and released when the socket's handler returns, whatever
+ended it. The caps therefore count sockets that are streaming or about to, not only started sessions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy import update
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+from backend.db.models import Ticket, User, utcnow
+from backend.logs import get_logger
+from backend.security import token_hash
+
+if TYPE_CHECKING:
+    from backend.services import Services
+
+log = get_logger(__name__)
+SUBPROTOCOL = "captions.v1"
+TICKET_PREFIX = "ticket."
+
+
+@dataclass
+class SessionSlots:
+    """Slots held on this replica, in total and per user (event-loop thread only)."""
+
+    per_user: Counter[int] = field(default_factory=Counter)
+    total: int = 0
+
+    def try_take(self, user_id: int, max_total: int, max_per_user: int) -> bool:
+        """Take one slot for ``user_id`` unless a cap is reached; True when taken."""
+        if self.total >= max_total or self.per_user[user_id] >= max_per_user:
+            return False
+        self.total += 1
+        self.per_user[user_id] += 1
+        return True
+
+    def release(self, user_id: int) -> None:
+        """Give back a slot taken by ``try_take``."""
+        self.total -= 1
+        self.per_user[user_id] -= 1
+        if self.per_user[user_id] <= 0:
+            del self.per_user[user_id]
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What a valid ticket grants: this user may stream into this meeting (holding one slot)."""
+
+    user_id: int
+    username: str
+    meeting_id: int
+
+
+async def admit(websocket: WebSocket, svc: Services) -> Admission | None:
+    """Handshake checks before accept: origin (403), ticket (403), capacity (503). None = rejected.
+
+    On success the caller holds a slot and must ``svc.hub.slots.release(admission.user_id)``."""
+    origin = websocket.headers.get("origin")
+    if origin not in svc.settings.allowed_origins:
+        log.warning("ws_rejected", reason="origin", origin=origin)
+        await websocket.close(code=1008)
+        return None
+    protocols = websocket.scope.get("subprotocols", [])
+    tickets = [p[len(TICKET_PREFIX) :] for p in protocols if p.startswith(TICKET_PREFIX)]
+    admission = await _redeem_ticket(svc, tickets[0]) if SUBPROTOCOL in protocols and tickets else None
+    if admission is None:
+        log.warning("ws_rejected", reason="ticket")
+        await websocket.close(code=1008)
+        return None
+    settings = svc.settings
+    if not svc.accepting_sessions() or not svc.hub.slots.try_take(
+        admission.user_id, settings.max_sessions, settings.max_sessions_per_user
+    ):
+        log.warning("ws_rejected", reason="capacity", user_id=admission.user_id)
+        svc.metrics.rejected_sessions.labels(reason="capacity").inc()
+        await websocket.send_denial_response(Response("busy", status_code=503))
+        return None
+    return admission
+
+
+async def _redeem_ticket(svc: Services, ticket: str) -> Admission | None:
+    """Mark the ticket used (atomically: a ticket works once) and return what it grants."""
+    now = utcnow()
+    async with svc.db.session() as db:
+        result = await db.execute(
+            update(Ticket)
+            .where(Ticket.token_hash == token_hash(ticket), Ticket.used_at.is_(None), Ticket.expires_at > now)
+            .values(used_at=now)
+        )
+        if result.rowcount != 1:
+            return None
+        row = await db.get(Ticket, token_hash(ticket))
+        user = await db.get(User, row.user_id) if row else None
+        if row is None or user is None:
+            return None
+        return Admission(user_id=user.id, username=user.username, meeting_id=row.meeting_id)

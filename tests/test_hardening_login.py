@@ -1,0 +1,113 @@
+"""Login rate limits and password hashing under attack (issue 29, items 3 and 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+import backend.security
+from backend.security import PasswordBusy, PasswordWorker, hash_password
+from tests.support.fake_engine import FakeEngine
+from tests.support.server import LiveServer, make_settings
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[LiveServer]:
+    with LiveServer(make_settings(tmp_path), FakeEngine()) as server:
+        yield server
+
+
+def wrong(username: str = "admin") -> dict[str, str]:
+    return {"username": username, "password": "not the password"}
+
+
+@pytest.mark.slow
+def test_a_changing_x_forwarded_for_does_not_reset_the_limit(live: LiveServer) -> None:
+    with httpx.Client(base_url=live.base_url, timeout=30) as client:
+        statuses = [
+            client.post(
+                "/api/auth/login", json=wrong(), headers={"x-forwarded-for": f"10.0.0.{n}"}
+            ).status_code
+            for n in range(8)
+        ]
+    assert statuses == [401] * 5 + [429] * 3
+
+
+@pytest.mark.slow
+async def test_concurrent_wrong_passwords_are_counted_before_they_are_checked(live: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=live.base_url, timeout=60) as client:
+        answers = await asyncio.gather(*(client.post("/api/auth/login", json=wrong()) for _ in range(20)))
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [401] * 5 + [429] * 15
+
+
+def test_unknown_usernames_are_limited_per_client(client: TestClient) -> None:
+    statuses = [client.post("/api/auth/login", json=wrong(f"nobody{n}")).status_code for n in range(22)]
+    assert statuses == [401] * 20 + [429] * 2
+
+
+def test_a_right_password_is_not_counted_as_a_failure(client: TestClient) -> None:
+    from tests.support.server import ADMIN_PASSWORD
+
+    for _ in range(3):
+        for _ in range(4):
+            assert client.post("/api/auth/login", json=wrong()).status_code == 401
+        right = {"username": "admin", "password": ADMIN_PASSWORD}
+        assert client.post("/api/auth/login", json=right).status_code == 200
+
+
+def test_argon2_runs_on_the_password_pool_not_the_event_loop(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[str] = []
+    real = backend.security._hasher
+
+    class Recording:
+        def verify(self, password_hash: str, password: str) -> bool:
+            threads.append(threading.current_thread().name)
+            return real.verify(password_hash, password)
+
+        def hash(self, password: str) -> str:
+            threads.append(threading.current_thread().name)
+            return real.hash(password)
+
+    monkeypatch.setattr(backend.security, "_hasher", Recording())
+    assert client.post("/api/auth/login", json=wrong()).status_code == 401
+    assert threads and all(name.startswith("argon2") for name in threads), threads
+
+
+async def test_the_password_pool_is_bounded() -> None:
+    worker = PasswordWorker(threads=1, max_pending=2)
+    stored = hash_password("x")
+    outcomes = await asyncio.gather(*(worker.verify(stored, "x") for _ in range(3)), return_exceptions=True)
+    assert outcomes[:2] == [True, True]
+    assert isinstance(outcomes[2], PasswordBusy)
+
+
+def test_a_cookie_stops_working_after_logout(admin: TestClient) -> None:
+    from tests.support.server import ADMIN_PASSWORD
+
+    stolen = admin.cookies.get("captions_session")
+    csrf = admin.headers["x-csrf-token"]
+    assert admin.post("/api/auth/logout").status_code == 200
+    admin.cookies.clear()
+    replayed = admin.get("/api/auth/me", cookies={"captions_session": stolen})
+    assert replayed.status_code == 401
+    assert (
+        admin.post(
+            "/api/vocabularies",
+            json={"name": "x"},
+            cookies={"captions_session": stolen},
+            headers={"x-csrf-token": csrf},
+        ).status_code
+        == 401
+    )
+    again = admin.post("/api/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD})
+    assert again.status_code == 200
+    assert admin.get("/api/auth/me").status_code == 200
