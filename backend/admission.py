@@ -7,8 +7,7 @@ ended it. The caps therefore count sockets that are streaming or about to, not o
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import update
@@ -25,29 +24,6 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 SUBPROTOCOL = "captions.v1"
 TICKET_PREFIX = "ticket."
-
-
-@dataclass
-class SessionSlots:
-    """Slots held on this replica, in total and per user (event-loop thread only)."""
-
-    per_user: Counter[int] = field(default_factory=Counter)
-    total: int = 0
-
-    def try_take(self, user_id: int, max_total: int, max_per_user: int) -> bool:
-        """Take one slot for ``user_id`` unless a cap is reached; True when taken."""
-        if self.total >= max_total or self.per_user[user_id] >= max_per_user:
-            return False
-        self.total += 1
-        self.per_user[user_id] += 1
-        return True
-
-    def release(self, user_id: int) -> None:
-        """Give back a slot taken by ``try_take``."""
-        self.total -= 1
-        self.per_user[user_id] -= 1
-        if self.per_user[user_id] <= 0:
-            del self.per_user[user_id]
 
 
 @dataclass(frozen=True)

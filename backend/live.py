@@ -9,22 +9,21 @@ no streams.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from backend.admission import SessionSlots
 from backend.db.models import Meeting, Term, Vocabulary
+from backend.db.session import Database
+from backend.engine.contract import CaptionEngine, VocabularyRef
 from backend.logs import get_logger
 from backend.resume import ResumesInProgress
 from backend.vocab import EffectiveVocabulary, ValidTerm
-
-if TYPE_CHECKING:
-    from backend.services import Services
-    from backend.ws import CaptionSession
 
 log = get_logger(__name__)
 
@@ -38,6 +37,54 @@ def terms_of(rows: Sequence[Term]) -> list[ValidTerm]:
 
 
 @dataclass
+class SessionSlots:
+    """Slots held on this replica, in total and per user (event-loop thread only)."""
+
+    per_user: Counter[int] = field(default_factory=Counter)
+    total: int = 0
+
+    def try_take(self, user_id: int, max_total: int, max_per_user: int) -> bool:
+        """Take one slot for ``user_id`` unless a cap is reached; True when taken."""
+        if self.total >= max_total or self.per_user[user_id] >= max_per_user:
+            return False
+        self.total += 1
+        self.per_user[user_id] += 1
+        return True
+
+    def release(self, user_id: int) -> None:
+        """Give back a slot taken by ``try_take``."""
+        self.total -= 1
+        self.per_user[user_id] -= 1
+        if self.per_user[user_id] <= 0:
+            del self.per_user[user_id]
+
+
+class LiveSession(Protocol):
+    """What the hub and the live-sessions API need of a streaming session (``backend.ws.CaptionSession``)."""
+
+    session_id: str
+    resume_token_hash: str
+    meeting_id: int
+    username: str
+    chunk_s: float
+    partials: int
+    finals: int
+    started_at: datetime
+    live: LiveMeeting | None
+
+    @property
+    def lag_s(self) -> float: ...
+
+    async def end(self, code: int, reason: str) -> None:
+        """Flush, persist and close with ``code`` (drain, meeting end, an admin, a newer connection)."""
+        ...
+
+    async def meeting_vocabulary_changed(self) -> None:
+        """Switch to the meeting's re-applied vocabulary between steps."""
+        ...
+
+
+@dataclass
 class LiveMeeting:
     """One live meeting on this replica. ``handle`` is the decoder registration shared by its streams."""
 
@@ -47,8 +94,8 @@ class LiveMeeting:
     chunk_s: float
     decoding: str
     vocabulary: EffectiveVocabulary
-    handle: Any = None
-    sessions: set[CaptionSession] = field(default_factory=set)
+    handle: VocabularyRef | None = None
+    sessions: set[LiveSession] = field(default_factory=set)
 
     @property
     def version(self) -> str:
@@ -63,17 +110,21 @@ class LiveHub:
     admitted sockets for the capacity caps (``backend.admission``); ``resumes`` the resumes in progress.
     """
 
-    def __init__(self, services: Services) -> None:
-        self._svc = services
+    def __init__(
+        self, db: Database, engine: CaptionEngine, engine_started: Callable[[], Awaitable[None]]
+    ) -> None:
+        self._db = db
+        self._engine = engine
+        self._engine_started = engine_started
         self.meetings: dict[int, LiveMeeting] = {}
-        self.sessions: dict[str, CaptionSession] = {}
+        self.sessions: dict[str, LiveSession] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self.slots = SessionSlots()
         self.resumes = ResumesInProgress()
         self.draining = False
 
     async def _load(self, meeting_id: int) -> tuple[Meeting, EffectiveVocabulary]:
-        async with self._svc.db.session() as db:
+        async with self._db.session() as db:
             meeting = (
                 await db.execute(
                     select(Meeting)
@@ -105,12 +156,12 @@ class LiveHub:
             log.info("meeting_opened", meeting_id=meeting_id, terms=len(vocabulary.entries))
             return live
 
-    async def compile(self, vocabulary: EffectiveVocabulary) -> Any:
+    async def compile(self, vocabulary: EffectiveVocabulary) -> VocabularyRef | None:
         """Compile and register a vocabulary in the decoder (None for an empty one)."""
         if not vocabulary.entries:
             return None
-        await self._svc.engine_started()
-        return await self._svc.engine.load_vocabulary(vocabulary.bias_terms())
+        await self._engine_started()
+        return await self._engine.load_vocabulary(vocabulary.bias_terms())
 
     async def apply_vocabulary(self, meeting_id: int) -> LiveMeeting | None:
         """Re-read a live meeting's vocabularies and switch every stream to the new registration."""
@@ -136,11 +187,11 @@ class LiveHub:
         await asyncio.gather(*(s.end(1000, reason) for s in list(live.sessions)))
         self._forget(live)
 
-    def join(self, session: CaptionSession, live: LiveMeeting) -> None:
+    def join(self, session: LiveSession, live: LiveMeeting) -> None:
         live.sessions.add(session)
         self.sessions[session.session_id] = session
 
-    def leave(self, session: CaptionSession, live: LiveMeeting) -> None:
+    def leave(self, session: LiveSession, live: LiveMeeting) -> None:
         live.sessions.discard(session)
         if self.sessions.get(session.session_id) is session:  # not a later connection of the same session
             del self.sessions[session.session_id]

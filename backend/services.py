@@ -43,7 +43,7 @@ class Services:
     engine_startup: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
-        self.hub = LiveHub(self)
+        self.hub = LiveHub(self.db, self.engine, self.engine_started)
 
     async def engine_started(self) -> None:
         """Wait for the model to be loaded and warm; EngineUnavailable if it failed to start."""

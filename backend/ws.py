@@ -1,70 +1,43 @@
-"""WebSocket protocol v1 (docs/protocol.md): handshake checks, one caption session per socket.
+"""WebSocket protocol v1 (docs/protocol.md): the state machine of one caption session per socket.
 
 A session has two tasks: the reader receives frames, enforces size, rate and idle limits and queues work;
 the consumer pushes one chunk at a time to the engine (at most one in flight), persists every final
 BEFORE sending it, and owns the socket's closing. Lifecycle: connecting -> authenticated -> streaming
--> draining -> closed (``SessionState``).
+-> draining -> closed (``backend.protocol.SessionState``).
+
+Around it: ``backend.admission`` (origin, ticket and caps before accept), ``backend.caption_store``
+(the session's row, caption numbering, persist-before-send, replay), ``backend.session_vocabulary`` (the
+meeting's terms plus the client's ``configure`` terms), ``backend.live`` (the meetings and sessions live on
+this replica).
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import time
-import uuid
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
-from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from backend import jsonlimits, resume
+from backend import resume
 from backend.admission import SUBPROTOCOL, Admission, admit
-from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, utcnow
-from backend.db.session import as_utc
-from backend.engine.types import EngineError, StreamOptions
+from backend.caption_store import CaptionStore, Stored, final_message
+from backend.db.models import CaptionSegment, utcnow
+from backend.engine.contract import CaptionStream, VocabularyRef
+from backend.engine.errors import EngineError
+from backend.engine.types import StepResult, StreamOptions
+from backend.live import LiveMeeting
 from backend.logs import get_logger
 from backend.persist import PersistFailed, with_retries
-from backend.security import new_token, token_hash
-from backend.termforms import check_forms
-from backend.vocab import EffectiveVocabulary, parse_term_items, validate_terms
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
-
-    from backend.live import LiveMeeting
-    from backend.services import Services
+from backend.protocol import ALLOWED_TRANSITIONS, ProtocolViolation, SessionState, parse_json
+from backend.security import token_hash
+from backend.services import Services
+from backend.session_vocabulary import SessionVocabulary, TooManyTerms, validate_session_terms
 
 log = get_logger(__name__)
-
-
-class SessionState(enum.Enum):
-    CONNECTING = "connecting"
-    AUTHENTICATED = "authenticated"
-    STREAMING = "streaming"
-    DRAINING = "draining"
-    CLOSED = "closed"
-
-
-_ALLOWED = {
-    SessionState.CONNECTING: {SessionState.AUTHENTICATED, SessionState.CLOSED},
-    SessionState.AUTHENTICATED: {SessionState.STREAMING, SessionState.CLOSED},
-    SessionState.STREAMING: {SessionState.DRAINING, SessionState.CLOSED},
-    SessionState.DRAINING: {SessionState.CLOSED},
-    SessionState.CLOSED: set(),
-}
-
-
-class ProtocolViolation(Exception):
-    """The client broke the protocol; the session closes with ``code``."""
-
-    def __init__(self, code: int, message: str, error_code: str = "protocol") -> None:
-        super().__init__(message)
-        self.code = code
-        self.error_code = error_code
 
 
 class CaptionSession:
@@ -93,10 +66,9 @@ class CaptionSession:
         self.started_monotonic = time.monotonic()
         self.started_at = utcnow()
         self.last_partial = ""
-        self._extra: EffectiveVocabulary | None = None
-        self._session_handle: Any = None
-        self._vocabulary = EffectiveVocabulary()
-        self._stream: Any = None
+        self._store = CaptionStore(svc.db, svc.settings.resume_ttl_s)
+        self._vocabulary = SessionVocabulary(svc.hub.compile)
+        self._stream: CaptionStream | None = None
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._end_request: tuple[int, str] | None = None
         self._done = asyncio.Event()
@@ -104,7 +76,7 @@ class CaptionSession:
 
     # ----- lifecycle -------------------------------------------------------------------------------
     def _to(self, state: SessionState) -> None:
-        if state not in _ALLOWED[self.state]:
+        if state not in ALLOWED_TRANSITIONS[self.state]:
             raise RuntimeError(f"expected a state reachable from {self.state.value}, got {state.value}")
         self.state = state
 
@@ -164,7 +136,7 @@ class CaptionSession:
             raise WebSocketDisconnect(first.get("code", 1000))
         if first.get("text") is None:
             raise ProtocolViolation(1008, "expected a start message, got a binary frame")
-        message = _parse_json(first["text"])
+        message = parse_json(first["text"])
         if message.get("type") != "start":
             raise ProtocolViolation(1008, f"expected a start message, got {message.get('type')!r}")
         chunk_s = message.get("chunk_s")
@@ -178,7 +150,7 @@ class CaptionSession:
                 resume_token, replay = await self._open_session(message)
                 self._log = log.bind(session_id=self.session_id, meeting_id=self.meeting_id)
                 self.live = await self.svc.hub.open_meeting(self.meeting_id)
-                self._vocabulary = self.live.vocabulary
+                self._vocabulary.start(self.live)
                 self._stream = self.svc.engine.open_stream(self._options(self.live.handle))
                 self.svc.hub.join(self, self.live)
         except resume.ResumeConflict as exc:
@@ -200,9 +172,9 @@ class CaptionSession:
             }
         )
         for segment in replay:
-            await self._send(_final_message(segment))
+            await self._send(final_message(segment))
 
-    def _options(self, handle: Any) -> Any:
+    def _options(self, handle: VocabularyRef | None) -> StreamOptions:
         decoding = self.live.decoding if self.live else self.svc.settings.default_decoding
         return StreamOptions(chunk_s=self.chunk_s, decoding=decoding, vocabulary=handle)
 
@@ -212,28 +184,13 @@ class CaptionSession:
         if isinstance(token, str):
             return token, await self._resume(token, message.get("last_seq") or 0)
         await self._meeting_goes_live()
-        token = new_token()
-        session_id = str(uuid.uuid4())
-        async with self.svc.db.session() as db:
-            db.add(
-                StreamSession(
-                    id=session_id,
-                    meeting_id=self.meeting_id,
-                    user_id=self.user_id,
-                    resume_token_hash=token_hash(token),
-                    resume_expires_at=utcnow() + timedelta(seconds=self.svc.settings.resume_ttl_s),
-                )
-            )
-        self.session_id, self.resume_token_hash = session_id, token_hash(token)
-        return token, []
+        opened = await self._store.create(self.meeting_id, self.user_id)
+        self.session_id, self.resume_token_hash = opened.session_id, opened.resume_token_hash
+        return opened.resume_token, []
 
     async def _meeting_goes_live(self) -> None:
-        async with self.svc.db.session() as db:
-            meeting = await db.get(Meeting, self.meeting_id)
-            if meeting is None or meeting.status == MeetingStatus.ENDED:
-                raise ProtocolViolation(1008, "the meeting has ended")
-            if meeting.status == MeetingStatus.SCHEDULED:
-                meeting.status, meeting.started_at = MeetingStatus.LIVE, utcnow()
+        if not await self._store.meeting_goes_live(self.meeting_id):
+            raise ProtocolViolation(1008, "the meeting has ended")
 
     async def _resume(self, token: str, last_seq: Any) -> list[CaptionSegment]:
         """Claim the session (the database lets exactly one resume win; ResumeConflict for the others) and
@@ -242,24 +199,15 @@ class CaptionSession:
             raise ProtocolViolation(1008, "last_seq must be an integer")
         await self._end_previous_connection(token_hash(token))
         await self._meeting_goes_live()
-        async with self.svc.db.session() as db:
-            row = (
-                await db.execute(
-                    select(StreamSession).where(StreamSession.resume_token_hash == token_hash(token))
-                )
-            ).scalar_one_or_none()
-        if row is None or row.meeting_id != self.meeting_id or as_utc(row.resume_expires_at) < utcnow():
+        opened = await self._store.resume(token, self.meeting_id)
+        if opened is None:
             raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
-        expires_at = utcnow() + timedelta(seconds=self.svc.settings.resume_ttl_s)
-        self.generation = await resume.claim(self.svc.db, row.id, row.generation, expires_at)
-        async with self.svc.db.session() as db:
-            query = select(CaptionSegment).where(CaptionSegment.session_id == row.id)
-            segments = list((await db.execute(query.order_by(CaptionSegment.seq))).scalars())
-        self.resume_token_hash = row.resume_token_hash
-        self.session_id = row.id
-        self.audio_offset_s = row.audio_offset_s
-        self.seq = segments[-1].seq if segments else 0
-        return [s for s in segments if s.seq > last_seq]
+        self.generation = opened.generation
+        self.resume_token_hash = opened.resume_token_hash
+        self.session_id = opened.session_id
+        self.audio_offset_s = opened.audio_offset_s
+        self.seq = opened.last_seq
+        return [s for s in opened.segments if s.seq > last_seq]
 
     async def _end_previous_connection(self, resume_hash: str) -> None:
         """A resume can arrive while the dropped connection is still flushing its last finals on this
@@ -312,7 +260,7 @@ class CaptionSession:
                 text = message.get("text")
                 if text is None:
                     continue
-                request = _parse_json(text)
+                request = parse_json(text)
                 kind = request.get("type")
                 if kind == "keepalive":
                     continue
@@ -386,7 +334,7 @@ class CaptionSession:
             await self._send_error("decoder_failed", "the decoder failed; reconnect later")
             await self._close(1011, "decoder failed")
 
-    async def _deliver(self, result: Any) -> None:
+    async def _deliver(self, result: StepResult) -> None:
         """Persist then send each new final; send the partial unless the server is lagging."""
         for final in result.finals:
             await self._commit(final)
@@ -408,7 +356,7 @@ class CaptionSession:
                 self.svc.metrics.partials_dropped.inc()
 
     async def _commit(self, final: Any) -> None:
-        text, matched = self._vocabulary.apply(final.text.strip())
+        text, matched = self._vocabulary.current.apply(final.text.strip())
         if not text:
             return
         self.utterance += 1
@@ -416,7 +364,6 @@ class CaptionSession:
         offset = self.audio_offset_s
         fields = {
             "meeting_id": self.meeting_id,
-            "session_id": self.session_id,
             "text": text,
             "start_s": round(offset + final.start_s, 3),
             "end_s": round(offset + final.end_s, 3),
@@ -426,40 +373,20 @@ class CaptionSession:
             ],
             "matched_terms": matched,
         }
-        segment, generation, elsewhere = await with_retries(
-            self.svc.persist, self.svc.metrics.persist_failures, lambda: self._store(fields, offset)
-        )
+        audio_end_s = offset + self.decoded_s
+
+        def store_once() -> Any:
+            return self._store.store(self.session_id, fields, audio_end_s, self.seq)
+
+        stored: Stored = await with_retries(self.svc.persist, self.svc.metrics.persist_failures, store_once)
         self.finals += 1
         self.svc.metrics.finals_persisted.inc()
-        for other in elsewhere:
-            await self._send(_final_message(other))
-        self.seq = segment.seq
-        await self._send(_final_message(segment) | {"audio_s": round(offset + self.decoded_s, 3)})
-        if generation != self.generation:
+        for other in stored.elsewhere:  # stored by another connection since our last: the client needs them
+            await self._send(final_message(other))
+        self.seq = stored.segment.seq
+        await self._send(final_message(stored.segment) | {"audio_s": round(audio_end_s, 3)})
+        if stored.generation != self.generation:
             self._superseded()
-
-    async def _store(
-        self, fields: dict[str, Any], offset: float
-    ) -> tuple[CaptionSegment, int, list[CaptionSegment]]:
-        """One attempt to number and store a caption: the stored row, the session's generation, and the
-        captions another connection stored since our last one."""
-        segment = CaptionSegment(**fields)
-        async with self.svc.db.session() as db:
-            # The number comes from the database, in the transaction that stores the caption: another
-            # replica may still be flushing this session's dropped connection (cross-replica resume).
-            segment.seq, generation = (
-                await db.execute(
-                    update(StreamSession)
-                    .where(StreamSession.id == self.session_id)
-                    .values(last_seq=StreamSession.last_seq + 1, audio_offset_s=offset + self.decoded_s)
-                    .returning(StreamSession.last_seq, StreamSession.generation)
-                )
-            ).one()
-            db.add(segment)
-            elsewhere = []
-            if segment.seq > self.seq + 1:  # a number was taken by another connection since our last one
-                elsewhere = await self._committed_elsewhere(db, below=segment.seq)
-        return segment, generation, elsewhere
 
     def _superseded(self) -> None:
         """A later resume (on another replica) took the session over: stop streaming into it."""
@@ -468,61 +395,34 @@ class CaptionSession:
             self._end_request = (1008, "resumed by another connection")
             self._queue.put_nowait(("end", None))
 
-    async def _committed_elsewhere(self, db: AsyncSession, below: int | None = None) -> list[CaptionSegment]:
-        """Captions of this session numbered after the last one this connection sent (and below ``below``):
-        committed by another connection after our resume read, typically the dropped connection still
-        flushing on another replica. They are sent before ours so that the client misses nothing."""
-        query = select(CaptionSegment).where(
-            CaptionSegment.session_id == self.session_id, CaptionSegment.seq > self.seq
-        )
-        if below is not None:
-            query = query.where(CaptionSegment.seq < below)
-        return list((await db.execute(query.order_by(CaptionSegment.seq))).scalars().all())
-
     async def _configure(self, request: dict[str, Any]) -> None:
-        parsed, errors = parse_term_items(request.get("terms"))
-        limit = self.svc.settings.max_terms_per_session
-        if len(parsed) + len(errors) > limit:
-            await self._send_error("invalid_terms", f"at most {limit} extra terms per session")
-            return
-        well_formed, malformed = check_forms(parsed, self.svc.term_limits)
-        valid, bad = validate_terms(well_formed, self.svc.term_limits, self.svc.tokenizer)
-        errors += malformed + bad
-        if errors:
-            await self._send_error(
-                "invalid_terms",
-                f"{len(errors)} term(s) rejected",
-                [e.as_dict("index") for e in sorted(errors, key=lambda e: e.position)],
+        settings = self.svc.settings
+        try:
+            valid, errors = validate_session_terms(
+                request.get("terms"), settings.max_terms_per_session, self.svc.term_limits, self.svc.tokenizer
             )
+        except TooManyTerms as exc:
+            await self._send_error("invalid_terms", str(exc))
             return
-        self._extra = EffectiveVocabulary.from_terms(t for _, t in valid)
-        await self._rebuild_vocabulary()
+        if errors:
+            rejected = [e.as_dict("index") for e in errors]
+            await self._send_error("invalid_terms", f"{len(errors)} term(s) rejected", rejected)
+            return
+        if self.live is None:
+            raise RuntimeError("configure before the session streams")
+        await self._vocabulary.configure(valid, self.live, self._stream)
         await self._send(
             {
                 "type": "configured",
-                "version": self._vocabulary.version_key(),
-                "terms": [{"text": t.text, "display": t.display, "weight": t.weight} for _, t in valid],
+                "version": self._vocabulary.current.version_key(),
+                "terms": [{"text": t.text, "display": t.display, "weight": t.weight} for t in valid],
             }
         )
 
     async def meeting_vocabulary_changed(self) -> None:
         """The meeting's vocabulary was re-applied while live: switch this stream between steps."""
-        await self._rebuild_vocabulary()
-
-    async def _rebuild_vocabulary(self) -> None:
-        assert self.live is not None  # noqa: S101 - only called while streaming
-        if self._extra is None or not self._extra.entries:
-            merged, handle = self.live.vocabulary, self.live.handle
-            new_session_handle = None
-        else:
-            merged = self.live.vocabulary.merged_with(self._extra)
-            new_session_handle = handle = await self.svc.hub.compile(merged)
-        if self._stream is not None:
-            await self._stream.set_vocabulary(handle)
-        if self._session_handle is not None:
-            self._session_handle.release()
-        self._session_handle = new_session_handle
-        self._vocabulary = merged
+        if self.live is not None:
+            await self._vocabulary.rebuild(self.live, self._stream)
 
     # ----- closing ---------------------------------------------------------------------------------
     async def _finish_and_close(
@@ -533,11 +433,9 @@ class CaptionSession:
             self._stream = None
             for final in result.finals:
                 await self._commit(final)
-        if stopped:
-            async with self.svc.db.session() as db:
-                elsewhere = await self._committed_elsewhere(db)
-            for other in elsewhere:
-                await self._send(_final_message(other))
+        if stopped:  # captions another connection stored after our last: the client must have them all
+            for other in await self._store.committed_after(self.session_id, self.seq):
+                await self._send(final_message(other))
                 self.seq = other.seq
             await self._send({"type": "stopped", "finals": self.seq})
         if busy:
@@ -574,9 +472,7 @@ class CaptionSession:
         if self._stream is not None:
             self._stream.abort()
             self._stream = None
-        if self._session_handle is not None:
-            self._session_handle.release()
-            self._session_handle = None
+        self._vocabulary.release()
         if self.live is not None:
             self.svc.hub.leave(self, self.live)
             self.svc.metrics.sessions.dec()
@@ -584,9 +480,7 @@ class CaptionSession:
             self._to(SessionState.CLOSED)
         try:
             if self.session_id:  # unless a later resume owns the session now
-                owned = (StreamSession.id == self.session_id) & (StreamSession.generation == self.generation)
-                async with self.svc.db.session() as db:
-                    await db.execute(update(StreamSession).where(owned).values(ended_at=utcnow()))
+                await self._store.record_end(self.session_id, self.generation)
         except SQLAlchemyError:
             self._log.exception("session_end_not_recorded")
         finally:
@@ -604,28 +498,6 @@ class CaptionSession:
         if errors is not None:
             body["errors"] = errors
         await self._send(body)
-
-
-def _final_message(segment: CaptionSegment) -> dict[str, Any]:
-    return {
-        "type": "final",
-        "seq": segment.seq,
-        "text": segment.text,
-        "start_s": segment.start_s,
-        "end_s": segment.end_s,
-        "words": segment.words or [],
-        "matched_terms": segment.matched_terms or [],
-    }
-
-
-def _parse_json(raw: str) -> dict[str, Any]:
-    try:
-        message = jsonlimits.loads(raw)
-    except jsonlimits.ClientJsonError as exc:
-        raise ProtocolViolation(1008, f"text frames must be JSON: {exc}") from exc
-    if not isinstance(message, dict):
-        raise ProtocolViolation(1008, "text frames must be JSON objects")
-    return message
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:

@@ -104,7 +104,7 @@ async def test_a_bug_in_the_reader_ends_the_session_and_flushes_finals(
     def broken_parser(raw: str) -> dict[str, object]:
         raise KeyError("a bug in the reader")
 
-    monkeypatch.setattr(backend.ws, "_parse_json", broken_parser)
+    monkeypatch.setattr(backend.ws, "parse_json", broken_parser)
     await ws.send(chunk(13))
     await ws.send(json.dumps({"type": "keepalive"}))
     messages = await asyncio.wait_for(collect(ws), 10)

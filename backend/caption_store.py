@@ -1,0 +1,160 @@
+"""Captions of stream sessions in SQL: a session's row, numbering, persist-before-send and replay on resume.
+
+The database numbers the captions (``stream_sessions.last_seq``, in the transaction that stores each one),
+because another replica may still be flushing the same session's dropped connection while a resume streams
+on this one; and the database decides which resume owns a session (``backend.resume``). The WebSocket
+session (``backend.ws``) sends a final only after ``store`` returned it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from backend import resume
+from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, utcnow
+from backend.db.session import Database, as_utc
+from backend.security import new_token, token_hash
+
+__all__ = ["CaptionStore", "OpenedSession", "final_message"]
+
+
+@dataclass(frozen=True)
+class OpenedSession:
+    """A stream session this connection now owns: its id, the resume token the client keeps (plain, only
+    returned to the client), its generation, where its audio clock stands and the finals stored so far."""
+
+    session_id: str
+    resume_token: str
+    generation: int
+    audio_offset_s: float = 0.0
+    segments: list[CaptionSegment] = field(default_factory=list)
+
+    @property
+    def resume_token_hash(self) -> str:
+        return token_hash(self.resume_token)
+
+    @property
+    def last_seq(self) -> int:
+        return self.segments[-1].seq if self.segments else 0
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One stored caption, the session's generation at that moment, and the captions another connection
+    stored since this one's last (to be sent first)."""
+
+    segment: CaptionSegment
+    generation: int
+    elsewhere: list[CaptionSegment]
+
+
+class CaptionStore:
+    """Stream sessions and their captions (``resume_ttl_s``: how long a dropped session may be resumed)."""
+
+    def __init__(self, db: Database, resume_ttl_s: float) -> None:
+        self._db = db
+        self._resume_ttl_s = resume_ttl_s
+
+    def _expiry(self) -> Any:
+        return utcnow() + timedelta(seconds=self._resume_ttl_s)
+
+    async def meeting_goes_live(self, meeting_id: int) -> bool:
+        """Mark a scheduled meeting live; False when it has ended (or does not exist)."""
+        async with self._db.session() as db:
+            meeting = await db.get(Meeting, meeting_id)
+            if meeting is None or meeting.status == MeetingStatus.ENDED:
+                return False
+            if meeting.status == MeetingStatus.SCHEDULED:
+                meeting.status, meeting.started_at = MeetingStatus.LIVE, utcnow()
+        return True
+
+    async def create(self, meeting_id: int, user_id: int) -> OpenedSession:
+        """A new stream session with a fresh resume token."""
+        token = new_token()
+        session_id = str(uuid.uuid4())
+        async with self._db.session() as db:
+            db.add(
+                StreamSession(
+                    id=session_id,
+                    meeting_id=meeting_id,
+                    user_id=user_id,
+                    resume_token_hash=token_hash(token),
+                    resume_expires_at=self._expiry(),
+                )
+            )
+        return OpenedSession(session_id, token, generation=0)
+
+    async def resume(self, token: str, meeting_id: int) -> OpenedSession | None:
+        """Claim the session of ``token`` (``resume.ResumeConflict`` if another connection claims it first)
+        with every final stored so far; None when the token is unknown, expired or of another meeting."""
+        async with self._db.session() as db:
+            query = select(StreamSession).where(StreamSession.resume_token_hash == token_hash(token))
+            row = (await db.execute(query)).scalar_one_or_none()
+        if row is None or row.meeting_id != meeting_id or as_utc(row.resume_expires_at) < utcnow():
+            return None
+        generation = await resume.claim(self._db, row.id, row.generation, self._expiry())
+        async with self._db.session() as db:
+            query = select(CaptionSegment).where(CaptionSegment.session_id == row.id)
+            segments = list((await db.execute(query.order_by(CaptionSegment.seq))).scalars())
+        return OpenedSession(row.id, token, generation, row.audio_offset_s, segments)
+
+    async def store(
+        self, session_id: str, fields: dict[str, Any], audio_end_s: float, last_sent_seq: int
+    ) -> Stored:
+        """Number and store one caption (one attempt; the caller retries); ``audio_end_s`` becomes the
+        session's audio clock for a later resume."""
+        segment = CaptionSegment(session_id=session_id, **fields)
+        async with self._db.session() as db:
+            segment.seq, generation = (
+                await db.execute(
+                    update(StreamSession)
+                    .where(StreamSession.id == session_id)
+                    .values(last_seq=StreamSession.last_seq + 1, audio_offset_s=audio_end_s)
+                    .returning(StreamSession.last_seq, StreamSession.generation)
+                )
+            ).one()
+            db.add(segment)
+            elsewhere = []
+            if segment.seq > last_sent_seq + 1:  # a number was taken by another connection meanwhile
+                elsewhere = await _numbered_after(db, session_id, last_sent_seq, below=segment.seq)
+        return Stored(segment, generation, elsewhere)
+
+    async def committed_after(self, session_id: str, seq: int) -> list[CaptionSegment]:
+        """Captions of the session numbered after ``seq`` (stored by another connection, typically the
+        dropped one still flushing on another replica)."""
+        async with self._db.session() as db:
+            return await _numbered_after(db, session_id, seq)
+
+    async def record_end(self, session_id: str, generation: int) -> None:
+        """The connection of ``generation`` ended (ignored once a later resume owns the session)."""
+        owned = (StreamSession.id == session_id) & (StreamSession.generation == generation)
+        async with self._db.session() as db:
+            await db.execute(update(StreamSession).where(owned).values(ended_at=utcnow()))
+
+
+async def _numbered_after(
+    db: AsyncSession, session_id: str, seq: int, below: int | None = None
+) -> list[CaptionSegment]:
+    query = select(CaptionSegment).where(CaptionSegment.session_id == session_id, CaptionSegment.seq > seq)
+    if below is not None:
+        query = query.where(CaptionSegment.seq < below)
+    return list((await db.execute(query.order_by(CaptionSegment.seq))).scalars().all())
+
+
+def final_message(segment: CaptionSegment) -> dict[str, Any]:
+    """The protocol's ``final`` message for a stored caption."""
+    return {
+        "type": "final",
+        "seq": segment.seq,
+        "text": segment.text,
+        "start_s": segment.start_s,
+        "end_s": segment.end_s,
+        "words": segment.words or [],
+        "matched_terms": segment.matched_terms or [],
+    }
