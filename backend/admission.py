@@ -8,9 +8,9 @@ ended it. The caps therefore count sockets that are streaming or about to, not o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import update
+from sqlalchemy import CursorResult, update
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
@@ -71,7 +71,7 @@ async def _redeem_ticket(svc: Services, ticket: str) -> Admission | None:
             .where(Ticket.token_hash == token_hash(ticket), Ticket.used_at.is_(None), Ticket.expires_at > now)
             .values(used_at=now)
         )
-        if result.rowcount != 1:
+        if cast("CursorResult[Any]", result).rowcount != 1:
             return None
         row = await db.get(Ticket, token_hash(ticket))
         user = await db.get(User, row.user_id) if row else None

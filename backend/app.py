@@ -21,6 +21,7 @@ from backend.api import auth, live, meetings, users, vocabularies
 from backend.api.errors import ApiError, api_error_handler, engine_unavailable_handler, http_error_handler
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
+from backend.engine.contract import CaptionEngine
 from backend.logs import configure_logging, get_logger
 from backend.security import LoginRateLimiter, SessionCodec
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
@@ -78,9 +79,9 @@ async def metrics(request: Request) -> Response:
     m.lag_s.set(svc.hub.max_lag_s())
     m.engine_ready.set(1 if svc.engine.ready else 0)
     stats = svc.engine.stats()
-    m.batch_streams.set(getattr(stats, "last_batch_streams", 0))
-    m.step_ms.set(getattr(stats, "last_step_ms", 0.0))
-    m.queue_wait_ms.set(getattr(stats, "queue_wait_ms", 0.0))
+    m.batch_streams.set(stats.last_batch_streams)
+    m.step_ms.set(stats.last_step_ms)
+    m.queue_wait_ms.set(stats.queue_wait_ms)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -104,14 +105,14 @@ def _page(name: str) -> Any:
     return page
 
 
-def build_engine(settings: Settings) -> Any:
+def build_engine(settings: Settings) -> CaptionEngine:
     """The real batched decoder for ``settings.model`` (the bundled model by default)."""
     from backend.engine import Engine
 
     return Engine(engine_config(settings))
 
 
-async def _start_engine(engine: Any) -> None:
+async def _start_engine(engine: CaptionEngine) -> None:
     try:
         await engine.start()
     except Exception:
@@ -120,7 +121,7 @@ async def _start_engine(engine: Any) -> None:
     log.info("engine_ready")
 
 
-def create_app(settings: Settings | None = None, engine: Any = None) -> Starlette:
+def create_app(settings: Settings | None = None, engine: CaptionEngine | None = None) -> Starlette:
     """The application. ``engine`` defaults to the real NeMo engine; tests may pass a double."""
     settings = settings or get_settings()
 

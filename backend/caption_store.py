@@ -100,8 +100,8 @@ class CaptionStore:
             return None
         generation = await resume.claim(self._db, row.id, row.generation, self._expiry())
         async with self._db.session() as db:
-            query = select(CaptionSegment).where(CaptionSegment.session_id == row.id)
-            segments = list((await db.execute(query.order_by(CaptionSegment.seq))).scalars())
+            stored = select(CaptionSegment).where(CaptionSegment.session_id == row.id)
+            segments = list((await db.execute(stored.order_by(CaptionSegment.seq))).scalars())
         return OpenedSession(row.id, token, generation, row.audio_offset_s, segments)
 
     async def store(

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
@@ -26,6 +26,14 @@ from backend.resume import ResumesInProgress
 from backend.vocab import EffectiveVocabulary, ValidTerm
 
 log = get_logger(__name__)
+Decoding = Literal["greedy", "beam"]
+
+
+def decoding(stored: str) -> Decoding:
+    """A meeting's stored decoding mode (the API admits only these two)."""
+    if stored not in ("greedy", "beam"):
+        raise ValueError(f"unknown decoding {stored!r}")
+    return cast(Decoding, stored)
 
 
 def terms_of(rows: Sequence[Term]) -> list[ValidTerm]:
@@ -92,7 +100,7 @@ class LiveMeeting:
     title: str
     kind: str
     chunk_s: float
-    decoding: str
+    decoding: Decoding
     vocabulary: EffectiveVocabulary
     handle: VocabularyRef | None = None
     sessions: set[LiveSession] = field(default_factory=set)
@@ -148,7 +156,7 @@ class LiveHub:
                 title=meeting.title,
                 kind=meeting.kind.value,
                 chunk_s=meeting.chunk_ms / 1000,
-                decoding=meeting.decoding,
+                decoding=decoding(meeting.decoding),
                 vocabulary=vocabulary,
                 handle=handle,
             )

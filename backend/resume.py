@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import update
+from sqlalchemy import CursorResult, update
 
 from backend.db.models import StreamSession
 from backend.db.session import Database
@@ -53,6 +54,6 @@ async def claim(db: Database, session_id: str, seen_generation: int, expires_at:
             .where(StreamSession.id == session_id, StreamSession.generation == seen_generation)
             .values(generation=seen_generation + 1, resume_expires_at=expires_at, ended_at=None)
         )
-    if result.rowcount != 1:
+    if cast("CursorResult[Any]", result).rowcount != 1:
         raise ResumeConflict("another connection resumed this session")
     return seen_generation + 1

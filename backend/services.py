@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from backend.config import Settings
 from backend.db.models import Role, User
 from backend.db.session import Database
+from backend.engine.contract import CaptionEngine
 from backend.live import LiveHub
 from backend.logs import get_logger
 from backend.metrics import Metrics
@@ -33,7 +34,7 @@ class Services:
 
     settings: Settings
     db: Database
-    engine: Any
+    engine: CaptionEngine
     session_codec: SessionCodec
     login_limiter: LoginRateLimiter
     term_limits: TermLimits
@@ -56,7 +57,7 @@ class Services:
     @property
     def tokenizer(self) -> Any:
         """The decoder's tokenizer, so terms it cannot represent are rejected at the edge (None: skip)."""
-        return getattr(self.engine, "tokenizer", None)
+        return self.engine.tokenizer
 
     def readiness(self) -> dict[str, bool]:
         """The checks behind /readyz (the database is pinged separately, it is async)."""

@@ -292,6 +292,8 @@ class CaptionSession:
             while True:
                 kind, payload = await self._queue.get()
                 if kind == "audio":
+                    if self._stream is None:
+                        raise RuntimeError("audio queued for a session without a stream")
                     result = await self._stream.push(payload)
                     self.decoded_s += self.chunk_s
                     await self._deliver(result)

@@ -19,6 +19,7 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.typing import Origin, Subprotocol
 
 from loadtest.audio import AudioLoop
 
@@ -121,8 +122,8 @@ class StreamingClient:
         try:
             ws = await connect(
                 self.ws_url,
-                subprotocols=[SUBPROTOCOL, f"ticket.{ticket}"],
-                origin=self.origin,
+                subprotocols=[Subprotocol(SUBPROTOCOL), Subprotocol(f"ticket.{ticket}")],
+                origin=Origin(self.origin),
                 compression=None,
                 max_size=2**20,
                 ping_interval=None,

@@ -98,7 +98,11 @@ def degradation(
     RELIABILITY.md row 5 promises: partials dropped, then 503 handshakes, then 1013 busy."""
     baseline = samples[0].metrics.get(DROPPED, 0.0) if samples else 0.0
     first_drop = next((s.t_s for s in samples if s.metrics.get(DROPPED, 0.0) > baseline), None)
-    refused = [c.handshake_refused_at for c in clients if c.handshake_status == 503]
+    refused = [
+        c.handshake_refused_at
+        for c in clients
+        if c.handshake_status == 503 and c.handshake_refused_at is not None
+    ]
     busy = [c.busy_at for c in clients if c.busy_at is not None]
     events = {
         "partials_dropped": first_drop,
@@ -106,7 +110,7 @@ def degradation(
         "busy_1013": round(min(busy) - started_at, 2) if busy else None,
         "not_ready": next((s.t_s for s in samples if s.ready is False), None),
     }
-    seen = [(events[name], name) for name in DEGRADATION_ORDER if events[name] is not None]
+    seen = [(at, name) for name in DEGRADATION_ORDER if (at := events[name]) is not None]
     order = [name for _, name in sorted(seen, key=lambda event: event[0])]  # stable: ties keep row 5's order
     return {"events_s": events, "order": order, "in_order": order == [name for _, name in seen]}
 
