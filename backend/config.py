@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -65,6 +66,13 @@ class Settings(BaseSettings):
     torch_threads: int = Field(1, ge=1, le=64, description="torch intra-op threads of the decode worker.")
     cache_dir: Path = Field(REPO_ROOT / "var" / "cache", description="Compiled vocabulary graphs on disk.")
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    trusted_proxies: str = Field(
+        "",
+        description="Comma-separated addresses or networks (CIDR) of the reverse proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto the service believes, e.g. the nginx container's address. "
+        "Empty (default): none; a client's address is the TCP peer, so login limits cannot be dodged by "
+        "sending the header.",
+    )
     allowed_origins: list[str] = Field(
         default_factory=lambda: ["http://127.0.0.1:8000", "http://localhost:8000"],
         description="Exact scheme://host:port origins allowed to open a WebSocket.",
@@ -136,6 +144,16 @@ class Settings(BaseSettings):
         le=8,
         description="How a term's score spreads over its characters (0: evenly, larger: later).",
     )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses(cls, value: str) -> str:
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{item!r} is not an address or network (CIDR); '*' is refused") from exc
+        return value
 
     @field_validator("log_level")
     @classmethod

@@ -27,6 +27,11 @@ class DrainingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+def trusted_proxies(settings: Settings) -> list[str]:
+    """The proxies named by ``CAPTIONS_TRUSTED_PROXIES`` (empty: headers of forwarding are ignored)."""
+    return [part.strip() for part in settings.trusted_proxies.split(",") if part.strip()]
+
+
 def server_config(app: Starlette, settings: Settings, host: str, port: int) -> uvicorn.Config:
     """uvicorn settings required by docs/reliability.md (frame limit, no deflate, pings)."""
     return uvicorn.Config(
@@ -41,6 +46,8 @@ def server_config(app: Starlette, settings: Settings, host: str, port: int) -> u
         log_level=settings.log_level,
         timeout_graceful_shutdown=int(settings.drain_timeout_s) + 5,
         limit_concurrency=settings.max_sessions * 4 + 100,
-        proxy_headers=True,
+        # Forwarded headers only from the proxies the operator named (uvicorn alone trusts 127.0.0.1).
+        proxy_headers=bool(trusted_proxies(settings)),
+        forwarded_allow_ips=trusted_proxies(settings) or None,
         access_log=False,
     )

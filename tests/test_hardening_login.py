@@ -40,6 +40,34 @@ def test_a_changing_x_forwarded_for_does_not_reset_the_limit(live: LiveServer) -
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("trusted", "limited"), [("", True), ("127.0.0.1", False)])
+def test_forwarded_addresses_count_only_from_a_configured_proxy(
+    tmp_path: Path, trusted: str, limited: bool
+) -> None:
+    """Unknown usernames are limited per client address (20 here): a client that names itself in
+    X-Forwarded-For is one client unless it is a proxy named in CAPTIONS_TRUSTED_PROXIES."""
+    settings = make_settings(tmp_path, trusted_proxies=trusted)
+    with LiveServer(settings, FakeEngine()) as server, httpx.Client(base_url=server.base_url) as client:
+        statuses = [
+            client.post(
+                "/api/auth/login", json=wrong(f"nobody{n}"), headers={"x-forwarded-for": f"10.0.{n}.1"}
+            ).status_code
+            for n in range(22)
+        ]
+    assert statuses == [401] * 20 + ([429] * 2 if limited else [401] * 2)
+
+
+def test_trusted_proxies_must_be_addresses_or_networks() -> None:
+    from pydantic import ValidationError
+
+    from backend.config import Settings
+
+    assert Settings(trusted_proxies="10.0.0.5, 172.30.240.0/24").trusted_proxies
+    with pytest.raises(ValidationError, match="refused"):
+        Settings(trusted_proxies="*")
+
+
+@pytest.mark.slow
 async def test_concurrent_wrong_passwords_are_counted_before_they_are_checked(live: LiveServer) -> None:
     async with httpx.AsyncClient(base_url=live.base_url, timeout=60) as client:
         answers = await asyncio.gather(*(client.post("/api/auth/login", json=wrong()) for _ in range(20)))
