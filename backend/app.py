@@ -136,7 +136,9 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
             db=db,
             engine=asr,
             session_codec=SessionCodec(secret_key(settings), settings.session_max_age_s),
-            login_limiter=LoginRateLimiter(settings.login_max_failures, settings.login_window_s),
+            login_limiter=LoginRateLimiter(
+                settings.login_max_failures, settings.login_window_s, settings.login_max_failures_per_client
+            ),
             term_limits=TermLimits(max_terms=settings.max_terms_per_vocabulary),
         )
         # The model loads in the background: /healthz answers at once, /readyz once the engine is warm.
@@ -152,6 +154,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
                 await app.state.services.hub.drain(settings.drain_timeout_s)
             await asr.stop()
             await db.dispose()
+            services.passwords.close()
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),

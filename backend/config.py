@@ -91,7 +91,31 @@ class Settings(BaseSettings):
     )
     cookie_secure: bool = Field(False, description="Mark cookies Secure (set behind TLS).")
     session_max_age_s: int = Field(12 * 3600, ge=60, description="Cookie session lifetime, seconds.")
-    login_max_failures: int = Field(5, ge=1, description="Failed logins per user+address before blocking.")
+    login_max_failures: int = Field(
+        5, ge=1, description="Failed logins for one username within login_window_s before it is blocked."
+    )
+    login_max_failures_per_client: int = Field(
+        20,
+        ge=1,
+        description="Login attempts that failed from one client address (any usernames, unknown ones too) "
+        "within login_window_s before it is blocked; several people may share an address.",
+    )
+    password_hash_threads: int = Field(
+        2, ge=1, le=16, description="Threads that hash and check passwords (argon2), off the event loop."
+    )
+    password_hash_queue: int = Field(
+        16, ge=1, description="Password checks that may wait for a hashing thread; beyond, logins get 503."
+    )
+    persist_attempts: int = Field(
+        3, ge=1, le=10, description="Tries to store a caption (backoff 0.25 s, doubling) before the session "
+        "tells its client to resume later."
+    )
+    persist_not_ready_s: float = Field(
+        30.0, gt=0, description="How long a failed caption write keeps /readyz false, unless one succeeds, s."
+    )
+    max_json_depth: int = Field(
+        32, ge=4, le=256, description="Deepest nesting of arrays and objects accepted in client JSON."
+    )
     login_window_s: float = Field(300.0, gt=0, description="Window of the login failure limit, seconds.")
     ticket_ttl_s: int = Field(60, ge=5, le=60, description="WebSocket ticket lifetime, seconds (<= 60).")
     resume_ttl_s: int = Field(900, ge=10, description="How long a session can be resumed, seconds.")

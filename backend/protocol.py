@@ -39,10 +39,10 @@ class ProtocolViolation(Exception):
         self.error_code = error_code
 
 
-def parse_json(raw: str) -> dict[str, Any]:
+def parse_json(raw: str, max_depth: int = jsonlimits.MAX_JSON_DEPTH) -> dict[str, Any]:
     """A client's text frame as a JSON object; ``ProtocolViolation`` (1008) for anything else."""
     try:
-        message = jsonlimits.loads(raw)
+        message = jsonlimits.loads(raw, max_depth)
     except jsonlimits.ClientJsonError as exc:
         raise ProtocolViolation(1008, f"text frames must be JSON: {exc}") from exc
     if not isinstance(message, dict):

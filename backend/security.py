@@ -182,6 +182,6 @@ class PasswordWorker:
         """``hash_password`` in the pool."""
         return await self._run(hash_password, password)
 
-
-password_worker = PasswordWorker()
-"""The process's one password pool (shared by every app instance in the process)."""
+    def close(self) -> None:
+        """Stop the pool's threads (after the last request)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)

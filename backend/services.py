@@ -18,7 +18,7 @@ from backend.live import LiveHub
 from backend.logs import get_logger
 from backend.metrics import Metrics
 from backend.persist import PersistHealth
-from backend.security import LoginRateLimiter, SessionCodec, hash_password
+from backend.security import LoginRateLimiter, PasswordWorker, SessionCodec, hash_password
 from biasing.terms import TermLimits
 
 log = get_logger(__name__)
@@ -40,11 +40,15 @@ class Services:
     term_limits: TermLimits
     metrics: Metrics = field(default_factory=Metrics)
     hub: LiveHub = field(init=False)
-    persist: PersistHealth = field(default_factory=PersistHealth)
+    persist: PersistHealth = field(init=False)
+    passwords: PasswordWorker = field(init=False)
     engine_startup: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         self.hub = LiveHub(self.db, self.engine, self.engine_started)
+        self.persist = PersistHealth(not_ready_s=self.settings.persist_not_ready_s)
+        settings = self.settings
+        self.passwords = PasswordWorker(settings.password_hash_threads, settings.password_hash_queue)
 
     async def engine_started(self) -> None:
         """Wait for the model to be loaded and warm; EngineUnavailable if it failed to start."""

@@ -136,7 +136,7 @@ class CaptionSession:
             raise WebSocketDisconnect(first.get("code", 1000))
         if first.get("text") is None:
             raise ProtocolViolation(1008, "expected a start message, got a binary frame")
-        message = parse_json(first["text"])
+        message = parse_json(first["text"], self.svc.settings.max_json_depth)
         if message.get("type") != "start":
             raise ProtocolViolation(1008, f"expected a start message, got {message.get('type')!r}")
         chunk_s = message.get("chunk_s")
@@ -260,7 +260,7 @@ class CaptionSession:
                 text = message.get("text")
                 if text is None:
                     continue
-                request = parse_json(text)
+                request = parse_json(text, settings.max_json_depth)
                 kind = request.get("type")
                 if kind == "keepalive":
                     continue
@@ -380,7 +380,10 @@ class CaptionSession:
         def store_once() -> Any:
             return self._store.store(self.session_id, fields, audio_end_s, self.seq)
 
-        stored: Stored = await with_retries(self.svc.persist, self.svc.metrics.persist_failures, store_once)
+        svc = self.svc
+        stored: Stored = await with_retries(
+            svc.persist, svc.metrics.persist_failures, store_once, svc.settings.persist_attempts
+        )
         self.finals += 1
         self.svc.metrics.finals_persisted.inc()
         for other in stored.elsewhere:  # stored by another connection since our last: the client needs them

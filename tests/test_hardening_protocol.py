@@ -269,9 +269,7 @@ def _fail_caption_writes(server: LiveServer, failing: bool) -> None:
 async def test_a_failed_persist_is_visible_and_the_session_can_resume(
     server: LiveServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import backend.persist
-
-    monkeypatch.setattr(backend.persist, "PERSIST_NOT_READY_S", 2.0)
+    monkeypatch.setattr(server.services.persist, "not_ready_s", 2.0)
     api, meeting_id = meeting(server)
     ws = await open_ws(server, ticket(api, meeting_id))
     ready = await start(ws)

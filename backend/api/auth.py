@@ -17,7 +17,6 @@ from backend.security import (
     PasswordBusy,
     hash_password,
     new_token,
-    password_worker,
     token_hash,
 )
 
@@ -48,7 +47,7 @@ async def login(request: Request) -> JSONResponse:
     async with svc.db.session() as db:
         user = (await db.execute(select(User).where(User.username == username))).scalar_one_or_none()
     try:
-        ok = await password_worker.verify(user.password_hash if user else _DUMMY_HASH, password)
+        ok = await services(request).passwords.verify(user.password_hash if user else _DUMMY_HASH, password)
     except PasswordBusy as exc:
         raise ApiError(503, "busy", "too many logins at once; retry in a moment") from exc
     if not ok or user is None:

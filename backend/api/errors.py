@@ -47,7 +47,7 @@ async def json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object, or a 400 naming the problem (422 naming the field whose text is not
     valid Unicode). Nesting and integer size are bounded (``backend.jsonlimits``)."""
     try:
-        body = jsonlimits.loads(await request.body())
+        body = jsonlimits.loads(await request.body(), request.app.state.services.settings.max_json_depth)
     except jsonlimits.ClientJsonError as exc:
         if exc.path:
             raise ApiError(422, "invalid", str(exc), [{"field": exc.path, "reason": "unicode"}]) from exc

@@ -11,7 +11,7 @@ from starlette.routing import Route
 from backend.api.deps import require_admin, services
 from backend.api.errors import ApiError, field, json_body
 from backend.db.models import Role, User
-from backend.security import PasswordBusy, password_worker
+from backend.security import PasswordBusy
 
 MIN_PASSWORD_CHARS = 10
 
@@ -61,7 +61,7 @@ async def create_user(request: Request) -> JSONResponse:
     if role not in {r.value for r in Role}:
         raise ApiError(422, "invalid", "role: admin or member", [{"field": "role"}])
     try:
-        password_hash = await password_worker.hash(password)
+        password_hash = await services(request).passwords.hash(password)
     except PasswordBusy as exc:
         raise ApiError(503, "busy", "too many password checks at once; retry in a moment") from exc
     try:
