@@ -23,7 +23,7 @@ from backend.db.session import Database
 from backend.engine.contract import CaptionEngine, VocabularyRef
 from backend.logs import get_logger
 from backend.resume import ResumesInProgress
-from backend.vocab import EffectiveVocabulary, ValidTerm
+from backend.vocab import EffectiveVocabulary, VocabularyTerm
 
 log = get_logger(__name__)
 Decoding = Literal["greedy", "beam"]
@@ -36,10 +36,10 @@ def decoding(stored: str) -> Decoding:
     return cast(Decoding, stored)
 
 
-def terms_of(rows: Sequence[Term]) -> list[ValidTerm]:
+def terms_of(rows: Sequence[Term]) -> list[VocabularyTerm]:
     """Stored (already validated) term rows as compile inputs."""
     return [
-        ValidTerm(text=t.text, weight=t.weight, display=t.display, alternates=tuple(t.alternates or ()))
+        VocabularyTerm(text=t.text, weight=t.weight, display=t.display, alternates=tuple(t.alternates or ()))
         for t in rows
     ]
 

@@ -9,7 +9,7 @@ from typing import Any
 from backend.engine.contract import CaptionStream, VocabularyRef
 from backend.live import LiveMeeting
 from backend.termforms import check_forms
-from backend.vocab import EffectiveVocabulary, ItemError, ValidTerm, parse_term_items, validate_terms
+from backend.vocab import EffectiveVocabulary, ItemError, VocabularyTerm, parse_term_items, validate_terms
 from biasing.terms import TermLimits
 
 __all__ = ["SessionVocabulary", "TooManyTerms", "validate_session_terms"]
@@ -23,7 +23,7 @@ class TooManyTerms(ValueError):
 
 def validate_session_terms(
     items: Any, max_terms: int, limits: TermLimits, tokenizer: Any
-) -> tuple[list[ValidTerm], list[ItemError]]:
+) -> tuple[list[VocabularyTerm], list[ItemError]]:
     """A ``configure`` message's terms: the valid ones, and every rejected one with its index and reason
     (``TooManyTerms`` beyond ``max_terms``)."""
     parsed, errors = parse_term_items(items)
@@ -51,7 +51,7 @@ class SessionVocabulary:
         self.current = live.vocabulary
 
     async def configure(
-        self, extra: list[ValidTerm], live: LiveMeeting, stream: CaptionStream | None
+        self, extra: list[VocabularyTerm], live: LiveMeeting, stream: CaptionStream | None
     ) -> None:
         """Replace the session's extra terms and switch the stream to meeting + extra from its next chunk."""
         self._extra = EffectiveVocabulary.from_terms(extra)

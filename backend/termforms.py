@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from backend.vocab import ItemError, TermInput
+from backend.vocab import ItemError, VocabularyTerm
 from biasing.terms import TermLimits
 
 _LINE_BREAKS = frozenset("\n\r\t\x0b\x0c\x1c\x1d\x1e\x1f\x85\u2028\u2029")
@@ -44,11 +44,11 @@ def _display_reason(display: str, limits: TermLimits) -> str | None:
 
 
 def check_forms(
-    inputs: list[tuple[int, TermInput]], limits: TermLimits
-) -> tuple[list[tuple[int, TermInput]], list[ItemError]]:
+    inputs: list[tuple[int, VocabularyTerm]], limits: TermLimits
+) -> tuple[list[tuple[int, VocabularyTerm]], list[ItemError]]:
     """The inputs whose spelling, alternates and display form are well formed, and an error for each
     other one (by its position)."""
-    kept: list[tuple[int, TermInput]] = []
+    kept: list[tuple[int, VocabularyTerm]] = []
     errors: list[ItemError] = []
     for position, term in inputs:
         reason = next(

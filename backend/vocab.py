@@ -21,23 +21,16 @@ from biasing.terms import TermLimits, TermValidationError, normalize_terms
 
 
 @dataclass(frozen=True)
-class TermInput:
-    """A term as a user gave it."""
+class VocabularyTerm:
+    """A vocabulary entry at the service's edge: as a user gave it (parsed from a request or an import), then,
+    after ``validate_terms``, normalised (``text`` is the form that is compiled; ``key`` de-duplicates).
+    ``display`` is how captions show it; ``alternates`` are other spellings that count as it. The biasing
+    library's type is ``biasing.terms.Term`` (text, weight, alternates); ``db.models.Term`` is the row."""
 
     text: str
     weight: float = 1.0
     display: str | None = None
     alternates: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ValidTerm:
-    """A validated term: ``text`` is the normalised form that is compiled; ``key`` de-duplicates."""
-
-    text: str
-    weight: float
-    display: str | None
-    alternates: tuple[str, ...]
 
     @property
     def key(self) -> str:
@@ -56,11 +49,11 @@ class ItemError:
         return {position_name: self.position, "text": self.text, "reason": self.reason}
 
 
-def parse_term_items(items: Any) -> tuple[list[tuple[int, TermInput]], list[ItemError]]:
+def parse_term_items(items: Any) -> tuple[list[tuple[int, VocabularyTerm]], list[ItemError]]:
     """Parse a JSON ``terms`` array into (index, term) pairs; each malformed item is reported by index."""
     if not isinstance(items, list):
         return [], [ItemError(0, "", "terms must be a JSON array")]
-    parsed: list[tuple[int, TermInput]] = []
+    parsed: list[tuple[int, VocabularyTerm]] = []
     errors: list[ItemError] = []
     for index, item in enumerate(items):
         if isinstance(item, str):
@@ -80,15 +73,16 @@ def parse_term_items(items: Any) -> tuple[list[tuple[int, TermInput]], list[Item
         if not isinstance(alternates, list) or not all(isinstance(a, str) for a in alternates):
             errors.append(ItemError(index, item["text"], "alternates must be a list of strings"))
             continue
-        parsed.append((index, TermInput(item["text"], float(weight), display or None, tuple(alternates))))
+        term = VocabularyTerm(item["text"], float(weight), display or None, tuple(alternates))
+        parsed.append((index, term))
     return parsed, errors
 
 
-def parse_import(fmt: str, content: str) -> tuple[list[tuple[int, TermInput]], list[ItemError]]:
+def parse_import(fmt: str, content: str) -> tuple[list[tuple[int, VocabularyTerm]], list[ItemError]]:
     """Parse an import file: ``text`` (one term per line, optional ``term<TAB>weight``) or ``csv``
     (columns text, weight, display, alternates separated by ``|``). Blank lines and ``#`` comments are
     ignored; every malformed line is reported with its 1-based line number."""
-    rows: list[tuple[int, TermInput]] = []
+    rows: list[tuple[int, VocabularyTerm]] = []
     errors: list[ItemError] = []
     if fmt == "text":
         records: Iterable[tuple[int, list[str]]] = (
@@ -112,21 +106,21 @@ def parse_import(fmt: str, content: str) -> tuple[list[tuple[int, TermInput]], l
             continue
         display = cells[2].strip() or None if len(cells) > 2 else None
         alternates = tuple(a for a in cells[3].split("|") if a.strip()) if len(cells) > 3 else ()
-        rows.append((line_no, TermInput(text, weight, display, alternates)))
+        rows.append((line_no, VocabularyTerm(text, weight, display, alternates)))
     return rows, errors
 
 
 def validate_terms(
-    inputs: Sequence[tuple[int, TermInput]],
+    inputs: Sequence[tuple[int, VocabularyTerm]],
     limits: TermLimits,
     tokenizer: Any = None,
     existing_keys: set[str] | None = None,
-) -> tuple[list[tuple[int, ValidTerm]], list[ItemError]]:
+) -> tuple[list[tuple[int, VocabularyTerm]], list[ItemError]]:
     """Validate each term (and its alternates) on its own so each error keeps its position.
 
     Duplicates (case-insensitively, after normalisation) of an earlier item or of ``existing_keys`` are
     errors too: nothing is ever skipped silently."""
-    valid: list[tuple[int, ValidTerm]] = []
+    valid: list[tuple[int, VocabularyTerm]] = []
     errors: list[ItemError] = []
     seen = set(existing_keys or ())
     for position, term in inputs:
@@ -141,7 +135,7 @@ def validate_terms(
                 errors.append(ItemError(position, term.text, f"{error.reason}{which}"))
             continue
         main = normalized[0]
-        candidate = ValidTerm(
+        candidate = VocabularyTerm(
             text=main.text,
             weight=main.weight,
             display=term.display.strip() if term.display else None,
@@ -171,7 +165,7 @@ class EffectiveVocabulary:
     entries: list[VocabularyEntry] = field(default_factory=list)
 
     @classmethod
-    def from_terms(cls, terms: Iterable[ValidTerm]) -> EffectiveVocabulary:
+    def from_terms(cls, terms: Iterable[VocabularyTerm]) -> EffectiveVocabulary:
         entries: dict[str, VocabularyEntry] = {}
         for term in terms:
             shown = term.display or term.text

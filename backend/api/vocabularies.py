@@ -17,7 +17,7 @@ from backend.api.deps import Principal, is_id, path_int, require_user, services
 from backend.api.errors import ApiError, field, json_body, not_found
 from backend.db.models import Term, Vocabulary, utcnow
 from backend.termforms import check_forms
-from backend.vocab import ItemError, TermInput, ValidTerm, parse_import, parse_term_items, validate_terms
+from backend.vocab import ItemError, VocabularyTerm, parse_import, parse_term_items, validate_terms
 
 
 def vocabulary_dict(vocab: Vocabulary, with_terms: bool = False) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def _valid_name(name: str) -> str:
     return name
 
 
-def _term_row(term: ValidTerm, raw_text: str) -> Term:
+def _term_row(term: VocabularyTerm, raw_text: str) -> Term:
     return Term(
         text=raw_text.strip(),
         normalized=term.key,
@@ -84,7 +84,7 @@ def _term_row(term: ValidTerm, raw_text: str) -> Term:
     )
 
 
-async def _check(request: Request, inputs: list[tuple[int, TermInput]], existing: set[str]) -> Any:
+async def _check(request: Request, inputs: list[tuple[int, VocabularyTerm]], existing: set[str]) -> Any:
     svc = services(request)
     await svc.engine_started()  # the tokenizer decides which terms can be boosted
     well_formed, malformed = check_forms(inputs, svc.term_limits)
@@ -277,7 +277,7 @@ async def delete_terms(request: Request) -> JSONResponse:
         return JSONResponse({"vocabulary": vocabulary_dict(vocab, with_terms=True), "deleted": len(doomed)})
 
 
-def _parse_import(fmt: str, content: str) -> tuple[list[tuple[int, TermInput]], list[ItemError]]:
+def _parse_import(fmt: str, content: str) -> tuple[list[tuple[int, VocabularyTerm]], list[ItemError]]:
     """``parse_import`` with a lone CR read as a line break (as ``text`` files already are), and each CSV
     line parsed on its own: a term cannot span lines, so an unclosed (odd) quote is an error on its own
     line instead of swallowing the next ones (such lines are blanked: the numbering stays the file's)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.vocab import EffectiveVocabulary, ValidTerm
+from backend.vocab import EffectiveVocabulary, VocabularyTerm
 from biasing.matching import Match, TermMatcher, canonical, find_matches
 
 
@@ -33,9 +33,9 @@ def test_find_matches_names_each_term_once_by_its_listed_text() -> None:
 def test_display_forms_replace_what_the_model_wrote() -> None:
     vocabulary = EffectiveVocabulary.from_terms(
         [
-            ValidTerm(text="global sign", weight=1.0, display="GlobalSign", alternates=()),
-            ValidTerm(text="linezolid", weight=1.0, display=None, alternates=()),
-            ValidTerm(text="husqvarna", weight=1.0, display="Husqvarna", alternates=()),
+            VocabularyTerm(text="global sign", weight=1.0, display="GlobalSign", alternates=()),
+            VocabularyTerm(text="linezolid", weight=1.0, display=None, alternates=()),
+            VocabularyTerm(text="husqvarna", weight=1.0, display="Husqvarna", alternates=()),
         ]
     )
     text, matched = vocabulary.apply("Global  sign and Linezolid, then HUSQVARNA.")
