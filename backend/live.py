@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, cast
 
-from sqlalchemy import select
-from sqlalchemy.orm import selectinload
-
-from backend.db.models import Meeting, Term, Vocabulary
+from backend.db.models import Meeting, Term
+from backend.db.queries import meeting_with_terms
 from backend.db.session import Database
 from backend.engine.contract import CaptionEngine, VocabularyRef
 from backend.logs import get_logger
@@ -133,13 +131,9 @@ class LiveHub:
 
     async def _load(self, meeting_id: int) -> tuple[Meeting, EffectiveVocabulary]:
         async with self._db.session() as db:
-            meeting = (
-                await db.execute(
-                    select(Meeting)
-                    .where(Meeting.id == meeting_id)
-                    .options(selectinload(Meeting.vocabularies).selectinload(Vocabulary.terms))
-                )
-            ).scalar_one()
+            meeting = await meeting_with_terms(db, meeting_id)
+            if meeting is None:
+                raise LookupError(f"meeting {meeting_id} does not exist")
             terms = [t for v in meeting.vocabularies for t in terms_of(v.terms)]
         return meeting, EffectiveVocabulary.from_terms(terms)
 

@@ -208,3 +208,49 @@ def test_members_cannot_use_admin_routes_and_see_only_their_lists(
     dictation = client.post("/api/dictations", json={}).json()["meeting"]
     assert dictation["kind"] == "dictation" and dictation["vocabulary_ids"] == [mine["id"]]
     assert client.post(f"/api/meetings/{dictation['id']}/ticket").status_code == 200
+
+
+def test_term_hits_filtered_by_vocabulary_count_only_its_meetings(
+    admin: TestClient, settings: Settings
+) -> None:
+    """Two pharmacies' lists both hold linezolid: each list's hits are those of the meetings using it."""
+    import asyncio
+
+    from backend.db.models import CaptionSegment, StreamSession, utcnow
+    from backend.db.session import Database
+
+    lists = [_vocabulary(admin, name) for name in ("North", "South")]
+    meetings = []
+    for vocab_id in lists:
+        added = admin.post(f"/api/vocabularies/{vocab_id}/terms", json={"terms": ["linezolid"]})
+        assert added.status_code == 200, added.text
+        body = {"title": f"Round {vocab_id}", "vocabulary_ids": [vocab_id]}
+        meetings.append(admin.post("/api/meetings", json=body).json()["meeting"]["id"])
+
+    async def captions() -> None:
+        db = Database(settings.database_url)
+        async with db.session() as session:
+            for meeting_id, count in zip(meetings, (2, 1), strict=True):
+                stream = f"session-{meeting_id}"
+                session.add(
+                    StreamSession(
+                        id=stream, meeting_id=meeting_id, resume_token_hash="-", resume_expires_at=utcnow()
+                    )
+                )
+                await session.flush()
+                session.add_all(
+                    CaptionSegment(
+                        meeting_id=meeting_id, session_id=stream, seq=n, text="linezolid",
+                        start_s=0.0, end_s=1.0, words=[], matched_terms=["linezolid"],
+                    )
+                    for n in range(count)
+                )
+        await db.dispose()
+
+    asyncio.run(captions())
+    hits = {
+        vocab_id: admin.get(f"/api/stats/terms?vocabulary_id={vocab_id}").json()["terms"][0]["hits"]
+        for vocab_id in lists
+    }
+    assert hits == {lists[0]: 2, lists[1]: 1}
+    assert admin.get(f"/api/stats/terms?meeting_id={meetings[1]}").json()["terms"][0]["hits"] == 1

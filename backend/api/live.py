@@ -12,7 +12,8 @@ from starlette.routing import Route
 
 from backend.api.deps import is_id, require_admin, services
 from backend.api.errors import ApiError, not_found
-from backend.db.models import CaptionSegment, Meeting, Vocabulary
+from backend.db.models import CaptionSegment, Vocabulary, meeting_vocabularies
+from backend.db.queries import meeting_with_terms
 
 
 async def list_live(request: Request) -> JSONResponse:
@@ -79,13 +80,7 @@ async def term_stats(request: Request) -> JSONResponse:
     vocabulary_id = _int_param(request, "vocabulary_id")
     async with services(request).db.session() as db:
         if meeting_id is not None:
-            meeting = (
-                await db.execute(
-                    select(Meeting)
-                    .where(Meeting.id == meeting_id)
-                    .options(selectinload(Meeting.vocabularies).selectinload(Vocabulary.terms))
-                )
-            ).scalar_one_or_none()
+            meeting = await meeting_with_terms(db, meeting_id)
             if meeting is None:
                 raise not_found("meeting")
             vocabularies = [v for v in meeting.vocabularies if vocabulary_id in (None, v.id)]
@@ -97,6 +92,11 @@ async def term_stats(request: Request) -> JSONResponse:
         segments = select(CaptionSegment.matched_terms)
         if meeting_id is not None:
             segments = segments.where(CaptionSegment.meeting_id == meeting_id)
+        elif vocabulary_id is not None:  # hits in the meetings that use this vocabulary, not in every meeting
+            using = select(meeting_vocabularies.c.meeting_id).where(
+                meeting_vocabularies.c.vocabulary_id == vocabulary_id
+            )
+            segments = segments.where(CaptionSegment.meeting_id.in_(using))
         hits: Counter[str] = Counter()
         for (matched,) in (await db.execute(segments)).all():
             hits.update(m.casefold() for m in matched or [])
