@@ -20,6 +20,7 @@ venv: $(STAMP)
 # Debian packages the tests need (browser, database, speech synthesis); skipped when present.
 system-deps:
 	@scripts/install_system_deps.sh
+	@test -f tests/browser/.axe/node_modules/axe-core/axe.min.js || npm install --no-save --no-audit --no-fund --prefix tests/browser/.axe axe-core@4
 
 run: $(STAMP)
 	$(VENV)/bin/captions migrate

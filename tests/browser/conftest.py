@@ -7,12 +7,12 @@ Screenshots go to ``test-artifacts/`` (git-ignored).
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.browser.chromium import chromium_args, synthesize_speech
 from tests.browser.speech_engine import LoudnessEngine
 from tests.support.server import ADMIN_PASSWORD, LiveServer, login, make_settings
 
@@ -20,7 +20,6 @@ playwright_sync = pytest.importorskip("playwright.sync_api")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
-SPOKEN = "Today we review the linezolid dosing protocol."
 TIMEOUT_MS = 20_000
 
 
@@ -37,14 +36,7 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for tool in ("espeak-ng", "sox"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (make system-deps installs it)")
-    folder = tmp_path_factory.mktemp("audio")
-    raw = folder / "espeak.wav"
-    wav = folder / "speech.wav"
-    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(raw), SPOKEN], check=True)
-    subprocess.run(
-        ["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(wav), "pad", "0.3", "1.5"], check=True
-    )
-    return wav
+    return synthesize_speech(tmp_path_factory.mktemp("audio"))
 
 
 @pytest.fixture(scope="package")  # Playwright's sync loop must be gone before the asyncio tests run
@@ -52,23 +44,8 @@ def browser(speech_wav: Path) -> Iterator[object]:
     """One headless chromium for the session, with the fake microphone and no background traffic."""
     executable = _chromium()
     with playwright_sync.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={speech_wav}",
-                "--autoplay-policy=no-user-gesture-required",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-renderer-backgrounding",
-                "--disable-background-timer-throttling",
-            ],
-        )
+        args = chromium_args(speech_wav)
+        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=args)
         yield browser
         browser.close()
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from backend.engine.types import Final, StepResult, StreamOptions, Word
-from tests.support.fake_engine import FakeEngine, FakeStats
+from tests.support.fake_engine import FakeEngine
 
 SENTENCE = "Today we review the linezolid dosing protocol"
 VOICED_RMS = 300.0  # PCM16 units; espeak speech is in the thousands, digital silence near zero
@@ -74,6 +74,3 @@ class LoudnessEngine(FakeEngine):
 
     def open_stream(self, options: StreamOptions) -> LoudnessStream:
         return LoudnessStream(self, options)
-
-    def stats(self) -> FakeStats:
-        return FakeStats()

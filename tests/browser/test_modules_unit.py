@@ -190,7 +190,8 @@ VIEW = """(async () => {
   const announcer = document.createElement('div');
   const jump = document.createElement('button');
   document.body.append(log, announcer, jump);
-  const view = new m.CaptionView({ log, announcer, jumpButton: jump });
+  const speak = (text) => { announcer.textContent = text; };
+  const view = new m.CaptionView({ log, speak, jumpButton: jump });
   const add = async (n) => {
     for (let i = 0; i < n; i++) {
       const seq = view.finals.length + 1;

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import SPOKEN, live_meeting, log_in, screenshot
+from tests.browser.chromium import SPOKEN
+from tests.browser.conftest import live_meeting, log_in, screenshot
 from tests.support.server import LiveServer, login, make_settings
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

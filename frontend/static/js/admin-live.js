@@ -33,11 +33,12 @@ async function renderLive() {
       h("div", { class: "inline-form" }, h("h2", {}, "Live sessions"), h("span", { class: "spacer" }),
         h("span", { class: "hint" }, `Refreshed ${new Date().toLocaleTimeString()}`),
         h("button", { type: "button", onclick: () => renderLive() }, "Refresh")),
-      h("table", { id: "live-table" },
-        h("thead", {}, h("tr", {}, h("th", {}, "Meeting"), h("th", {}, "User"), h("th", { class: "num" }, "Chunk"),
-          h("th", { class: "num" }, "Lag"), h("th", { class: "num" }, "Partials · finals"), h("th", {}, "Since"),
-          h("th", {}, h("span", { class: "visually-hidden" }, "Actions")))),
-        h("tbody", {}, rows)),
+      h("div", { class: "table-scroll", tabindex: 0, role: "region", "aria-label": "Live sessions table" },
+        h("table", { id: "live-table" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Meeting"), h("th", {}, "User"), h("th", { class: "num" }, "Chunk"),
+            h("th", { class: "num" }, "Lag"), h("th", { class: "num" }, "Partials · finals"), h("th", {}, "Since"),
+            h("th", {}, h("span", { class: "visually-hidden" }, "Actions")))),
+          h("tbody", {}, rows))),
     ),
   );
 }
@@ -97,7 +98,7 @@ export function renderStats() {
         h("div", { class: "field" }, h("label", { for: "stats-vocabulary" }, "Vocabulary"), vocabulary),
         h("button", { type: "button", onclick: (e) => busy(e.currentTarget, load) }, "Refresh")),
       summary,
-      table,
+      h("div", { class: "table-scroll", tabindex: 0, role: "region", "aria-label": "Term statistics table" }, table),
     ),
   );
   load();
@@ -110,7 +111,7 @@ function renderStatsTable(table, summary, terms) {
     ? `${terms.length} terms; ${never} never matched${never ? " (highlighted)" : ""}.`
     : "No terms to show.";
   table.replaceChildren(
-    h("thead", {}, h("tr", {}, h("th", {}, "Term"), h("th", {}, "Written as"), h("th", {}, "Vocabulary"), h("th", { class: "num" }, "Hits"), h("th", {}, ""))),
+    h("thead", {}, h("tr", {}, h("th", {}, "Term"), h("th", {}, "Written as"), h("th", {}, "Vocabulary"), h("th", { class: "num" }, "Hits"), h("th", {}, "Note"))),
     h("tbody", {}, sorted.map((t) =>
       h("tr", { class: t.hits ? "" : "zero" },
         h("td", {}, t.term),

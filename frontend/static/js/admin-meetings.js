@@ -102,11 +102,11 @@ function meetingsTable() {
     "div",
     { class: "card stack" },
     h("h2", {}, "Meetings"),
-    h("table", { id: "meetings-table" },
+    h("div", { class: "table-scroll" }, h("table", { id: "meetings-table" },
       h("thead", {}, h("tr", {}, h("th", {}, "Title"), h("th", {}, "Status"), h("th", {}, "Chunk · decoding"),
         h("th", {}, "Vocabularies"), h("th", {}, "Created"), h("th", {}, h("span", { class: "visually-hidden" }, "Actions")))),
       h("tbody", {}, body),
-    ),
+    )),
   );
 }
 

@@ -52,10 +52,14 @@ export function highlightTerms(text, matchedTerms) {
 }
 
 export class CaptionView {
-  /** log: the role="log" element; announcer: a polite live region used when announcing is on. */
-  constructor({ log, announcer, jumpButton }) {
+  /**
+   * log: the role="log" element (a polite live region: screen readers hear each committed line; the
+   * partial tail is aria-hidden so it is never announced). speak(text): called with each committed line
+   * while `announce` is on (the page reads it aloud).
+   */
+  constructor({ log, jumpButton, speak = null }) {
     this.log = log;
-    this.announcer = announcer;
+    this.speak = speak;
     this.jumpButton = jumpButton;
     this.announce = false;
     this.finals = [];
@@ -64,7 +68,7 @@ export class CaptionView {
     this.partialDirty = false;
     this.frame = 0;
     this.follow = true;
-    this.tail = h("p", { class: "partial", "aria-hidden": "true" });
+    this.tail = h("p", { class: "partial empty", "aria-hidden": "true" });
     this.placeholder = h("p", { class: "placeholder" }, "Captions appear here once you start.");
     log.replaceChildren(this.placeholder, this.tail);
     log.addEventListener("scroll", () => this.onScroll(), { passive: true });
@@ -121,8 +125,9 @@ export class CaptionView {
       this.placeholder.remove();
       const lines = this.queue.map((item) => (item.notice ? this.noticeLine(item.notice) : this.finalLine(item)));
       this.tail.before(...lines);
-      const last = [...this.queue].reverse().find((item) => !item.notice);
-      if (this.announce && last && this.announcer) this.announcer.textContent = last.text;
+      if (this.announce && this.speak) {
+        for (const item of this.queue) if (!item.notice) this.speak(item.text);
+      }
       this.queue = [];
     }
     if (this.partialDirty) {

@@ -94,24 +94,19 @@ function setupCaptions() {
   document.title = `${meeting.title} — Live captions`;
   byId("meeting-title").textContent = meeting.title;
   byId("captions").hidden = false;
+  byId("status-group").hidden = false;
   const info = byId("chunk-info");
   info.textContent = `${Number(meeting.chunk_s).toFixed(2)} s chunks`;
   info.title = "Audio is sent in chunks of this length; shorter chunks give faster captions.";
   info.hidden = false;
-  page.view = new CaptionView({ log: byId("caption-log"), announcer: byId("announcer"), jumpButton: byId("jump") });
+  page.view = new CaptionView({ log: byId("caption-log"), jumpButton: byId("jump"), speak: speakLine });
   bindDisplayControls({
     smaller: byId("font-smaller"),
     larger: byId("font-larger"),
     readout: byId("font-size"),
     contrast: byId("contrast"),
   });
-  const announce = byId("announce");
-  announce.checked = prefs.get("announce", "0") === "1";
-  page.view.announce = announce.checked;
-  announce.addEventListener("change", () => {
-    page.view.announce = announce.checked;
-    prefs.set("announce", announce.checked ? "1" : "0");
-  });
+  bindReadAloud(byId("announce"));
   bindExports();
   byId("start").addEventListener("click", start);
   byId("stop").addEventListener("click", stop);
@@ -122,10 +117,41 @@ function setupCaptions() {
     showError(unavailable.message);
     byId("start").disabled = true;
   }
-  if (meeting.status === "ended") showError("This meeting has ended. You can still export its captions.");
+  if (meeting.status === "ended") {
+    showError("This meeting has ended. You can still export its captions.");
+    byId("start").disabled = true;
+  }
   refreshMicrophones();
   addEventListener("beforeunload", (event) => {
     if (page.client && page.client.state === "live") event.preventDefault();
+  });
+}
+
+/** The browser's speech synthesis, or null where it has none (then "Read new lines aloud" is disabled). */
+function synthesis() {
+  return "speechSynthesis" in window && typeof SpeechSynthesisUtterance === "function" ? window.speechSynthesis : null;
+}
+
+function speakLine(text) {
+  const voice = synthesis();
+  if (!voice) return;
+  const utterance = new SpeechSynthesisUtterance(text);
+  utterance.lang = document.documentElement.lang || "en";
+  voice.speak(utterance);
+}
+
+function bindReadAloud(checkbox) {
+  if (!synthesis()) {
+    checkbox.disabled = true;
+    checkbox.closest("label").title = "This browser cannot read text aloud.";
+    return;
+  }
+  checkbox.checked = prefs.get("announce", "0") === "1";
+  page.view.announce = checkbox.checked;
+  checkbox.addEventListener("change", () => {
+    page.view.announce = checkbox.checked;
+    prefs.set("announce", checkbox.checked ? "1" : "0");
+    if (!checkbox.checked) synthesis().cancel();
   });
 }
 

@@ -11,9 +11,12 @@ import {
 } from "./audio-capture.js";
 import { CaptionsClient, chunkSamplesFor } from "./captions-client.js";
 import { applyStoredDisplay } from "./display-prefs.js";
-import { byId, copyText, downloadText, h } from "./dom.js";
+import { byId, copyText, downloadText, formatDateTime, h } from "./dom.js";
 import { exportFilename } from "./export.js";
 import { requireUser } from "./login.js";
+import { NoteDraft } from "./note-draft.js";
+
+const ACTIVE_STATES = ["connecting", "live", "reconnecting", "stopping"];
 
 const page = {
   user: null,
@@ -23,6 +26,7 @@ const page = {
   meeting: null,
   client: null,
   capture: null,
+  draft: null,
   partial: { text: "", utterance: null },
 };
 
@@ -41,6 +45,15 @@ async function main() {
   applyStoredDisplay();
   page.user = await requireUser(byId("login"), "Log in to dictate with your personal term lists.");
   byId("dictation").hidden = false;
+  byId("status-group").hidden = false;
+  page.draft = new NoteDraft({
+    note: byId("note"),
+    key: `dictationDraft.${page.user.id}`,
+    isDictating: () => Boolean(page.client && ACTIVE_STATES.includes(page.client.state)),
+  });
+  const restored = page.draft.restore();
+  if (restored) byId("copy-status").textContent = `Restored your unsaved note from ${formatDateTime(restored.toISOString())}.`;
+  page.draft.guardLeaving(document.querySelectorAll(".topnav a"));
   byId("start").addEventListener("click", start);
   byId("stop").addEventListener("click", stop);
   byId("copy").addEventListener("click", copyNote);
@@ -172,6 +185,7 @@ function appendToNote(text) {
   const needsSpace = note.value && !/\s$/.test(note.value);
   note.setRangeText((needsSpace ? " " : "") + text, note.value.length, note.value.length, atEnd ? "end" : "preserve");
   if (atEnd) note.scrollTop = note.scrollHeight;
+  page.draft.save();
 }
 
 function setPartial(text, utterance) {
@@ -270,17 +284,20 @@ function setLevel(rms) {
 
 async function copyNote() {
   const ok = await copyText(byId("note").value);
+  if (ok) page.draft.markTaken();
   byId("copy-status").textContent = ok ? "Copied to the clipboard." : "Copy failed: select the text and press Ctrl+C.";
 }
 
 function exportNote() {
   const text = byId("note").value.replace(/\s+$/, "") + "\n";
   downloadText(exportFilename(page.meeting ? page.meeting.title : "dictation", "txt"), text);
+  page.draft.markTaken();
 }
 
 function clearNote() {
   if (byId("note").value && !confirm("Clear the whole note?")) return;
   byId("note").value = "";
+  page.draft.save();
   byId("note").focus();
 }
 

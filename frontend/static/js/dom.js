@@ -100,4 +100,11 @@ export const prefs = {
       // Storage full or disabled: the preference lasts for this page only.
     }
   },
+  remove(key) {
+    try {
+      localStorage.removeItem(`captions.${key}`);
+    } catch {
+      // Storage disabled: there is nothing stored to remove.
+    }
+  },
 };
