@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,6 +104,22 @@ def screenshot(page: object, name: str, full_page: bool = False) -> Path:
         page.wait_for_selector(".toast", state="hidden")
     page.screenshot(path=str(path), full_page=full_page)
     return path
+
+
+ADMIN_TABS = (
+    ("meetings", "#meetings-table tbody tr"),
+    ("live", "#live-table tbody tr"),
+    ("stats", "#stats-table tbody tr"),
+)
+"""The admin page's tabs after "vocabularies", each with the selector that says its table has loaded."""
+
+
+def each_admin_tab(page: Any) -> Iterator[str]:
+    """Open each tab of ``ADMIN_TABS`` in turn, waiting for its table, and yield its name."""
+    for tab, ready in ADMIN_TABS:
+        page.click(f"[data-tab={tab}]")
+        page.wait_for_selector(ready)
+        yield tab
 
 
 def log_in(page: object, base_url: str, path: str = "/", screenshot_as: str | None = None) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.browser.axe import axe_violations, blocking, describe
-from tests.browser.conftest import ARTIFACTS, live_meeting, log_in
+from tests.browser.conftest import ARTIFACTS, each_admin_tab, live_meeting, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -54,13 +54,7 @@ def admin_states(page: Any, base_url: str, found: dict) -> None:
     page.goto(f"{base_url}/admin")
     page.wait_for_selector("#terms-table tbody tr")
     check(page, "admin vocabularies", found)
-    for tab, ready in (
-        ("meetings", "#meetings-table tbody tr"),
-        ("live", "#live-table tbody tr"),
-        ("stats", "#stats-table tbody tr"),
-    ):
-        page.click(f"[data-tab={tab}]")
-        page.wait_for_selector(ready)
+    for tab in each_admin_tab(page):
         check(page, f"admin {tab}", found)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import live_meeting, log_in
+from tests.browser.conftest import each_admin_tab, live_meeting, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -63,13 +63,7 @@ def test_admin_tabs_do_not_scroll_sideways_on_a_phone(page: Any, server: Any, re
     log_in(page, server.base_url, "/admin")
     page.wait_for_selector("#terms-table tbody tr")
     widths = {"vocabularies": page.evaluate(PAGE_WIDTH)}
-    for tab, ready in (
-        ("meetings", "#meetings-table tbody tr"),
-        ("live", "#live-table tbody tr"),
-        ("stats", "#stats-table tbody tr"),
-    ):
-        page.click(f"[data-tab={tab}]")
-        page.wait_for_selector(ready)
+    for tab in each_admin_tab(page):
         widths[tab] = page.evaluate(PAGE_WIDTH)
     too_wide = {tab: width for tab, (width, viewport) in widths.items() if width > viewport}
     assert not too_wide, f"admin tabs wider than {PHONE['width']} px: {too_wide}"
