@@ -199,3 +199,25 @@ def test_engine_config_is_what_the_settings_say() -> None:
     assert engine_config(settings, beam_size=2).beam_size == 2
     with pytest.raises(TypeError, match="beams"):
         engine_config(settings, beams=2)
+
+
+def test_logged_exceptions_carry_their_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import structlog
+
+    from backend.logs import configure_logging, get_logger
+
+    saved = structlog.get_config()
+    configure_logging("info")  # writes to this test's captured stderr: restored below
+    try:
+        raise FileNotFoundError("models/missing.nemo")
+    except FileNotFoundError:
+        get_logger("test").exception("engine_start_failed")
+    finally:
+        structlog.configure(**saved)
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert line["event"] == "engine_start_failed"
+    (exception,) = line["exception"]
+    assert exception["exc_type"] == "FileNotFoundError" and "missing.nemo" in exception["exc_value"]
+    assert exception["frames"]
