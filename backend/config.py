@@ -91,6 +91,13 @@ class Settings(BaseSettings):
     )
     cookie_secure: bool = Field(False, description="Mark cookies Secure (set behind TLS).")
     session_max_age_s: int = Field(12 * 3600, ge=60, description="Cookie session lifetime, seconds.")
+    api_token_ttl_days: int = Field(
+        90,
+        ge=1,
+        le=365,
+        description="Lifetime of a new API token when its creator names none, days (a creator may ask for "
+        "1-365).",
+    )
     login_max_failures: int = Field(
         5, ge=1, description="Failed logins for one username within login_window_s before it is blocked."
     )

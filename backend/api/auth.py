@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Any
+
 from sqlalchemy import select, update
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from backend.api.deps import require_user, services
-from backend.api.errors import ApiError, field, json_body
-from backend.db.models import ApiToken, User
+from backend.api.deps import TOKEN_SCOPES, path_int, require_user, services
+from backend.api.errors import ApiError, field, json_body, not_found
+from backend.db.models import ApiToken, User, utcnow
+from backend.db.session import as_utc
 from backend.logs import get_logger
 from backend.security import (
     SESSION_COOKIE,
@@ -22,6 +26,8 @@ from backend.security import (
 
 log = get_logger(__name__)
 _DUMMY_HASH = hash_password("timing-equaliser")
+MAX_TOKEN_DAYS = 365
+MAX_TOKEN_NAME_CHARS = 100
 
 
 async def login(request: Request) -> JSONResponse:
@@ -98,28 +104,136 @@ async def me(request: Request) -> JSONResponse:
     return JSONResponse({"user": principal.as_dict(), "csrf_token": principal.csrf_token})
 
 
+def _iso(value: datetime | None) -> str | None:
+    return as_utc(value).isoformat() if value is not None else None
+
+
+def token_dict(row: ApiToken, username: str) -> dict[str, Any]:
+    """A token as the API shows it: never its secret nor its hash."""
+    expires_at = as_utc(row.expires_at) if row.expires_at is not None else None
+    return {
+        "id": row.id,
+        "name": row.name,
+        "scope": row.scope,
+        "user_id": row.user_id,
+        "username": username,
+        "created_at": _iso(row.created_at),
+        "expires_at": _iso(expires_at),
+        "last_used_at": _iso(row.last_used_at),
+        "revoked": row.revoked_at is not None,
+        "revoked_at": _iso(row.revoked_at),
+        "expired": expires_at is not None and expires_at <= utcnow(),
+    }
+
+
+def _token_request(body: dict[str, Any], default_days: int) -> tuple[str, str, int]:
+    """(name, scope, days) of a create-token body; 422 naming the field otherwise."""
+    name = (field(body, "name", str, required=False) or "").strip() or "script"
+    if len(name) > MAX_TOKEN_NAME_CHARS:
+        raise ApiError(
+            422,
+            "invalid",
+            f"name: at most {MAX_TOKEN_NAME_CHARS} characters",
+            [{"field": "name", "reason": "too long"}],
+        )
+    scope = field(body, "scope", str, required=False) or "write"
+    if scope not in TOKEN_SCOPES:
+        raise ApiError(422, "invalid", "scope: read or write", [{"field": "scope", "reason": "choice"}])
+    days = field(body, "expires_in_days", int, required=False)
+    if days is None:
+        days = default_days
+    elif not 1 <= days <= MAX_TOKEN_DAYS:
+        raise ApiError(
+            422,
+            "invalid",
+            f"expires_in_days: 1-{MAX_TOKEN_DAYS}",
+            [{"field": "expires_in_days", "reason": "range"}],
+        )
+    return name, scope, days
+
+
 async def create_token(request: Request) -> JSONResponse:
-    """Create an API token for scripts (shown once; only its hash is stored).
+    """Create an API token for scripts (shown once; only its hash is stored). It expires after
+    ``expires_in_days`` (default ``CAPTIONS_API_TOKEN_TTL_DAYS``, 90); a ``read`` token may only GET.
     ---
     tags: [auth]
-    requestBody: {content: {application/json: {schema: {type: object, properties: {name: {type: string}}}}}}
-    responses: {201: {description: "{token, id, name}"}}
+    requestBody: {content: {application/json: {schema: {type: object, properties: {name: {type: string,
+      maxLength: 100}, scope: {type: string, enum: [read, write], default: write}, expires_in_days:
+      {type: integer, minimum: 1, maximum: 365}}}}}}
+    responses:
+      201: {description: "{token, id, name, scope, expires_at, ...}: the secret `token` is shown only here"}
+      422: {description: "invalid name, scope or expires_in_days (errors: [{field, reason}])"}
     """
     principal = await require_user(request)
     body = await json_body(request)
-    name = field(body, "name", str, required=False) or "script"
+    name, scope, days = _token_request(body, services(request).settings.api_token_ttl_days)
     token = new_token()
     async with services(request).db.session() as db:
-        row = ApiToken(user_id=principal.user_id, name=name[:100], token_hash=token_hash(token))
+        row = ApiToken(
+            user_id=principal.user_id,
+            name=name,
+            token_hash=token_hash(token),
+            scope=scope,
+            created_at=utcnow(),
+            expires_at=utcnow() + timedelta(days=days),
+        )
         db.add(row)
         await db.flush()
-        token_id = row.id
-    return JSONResponse({"id": token_id, "name": name, "token": token}, status_code=201)
+        data = token_dict(row, principal.username)
+    log.info("token_created", token_id=data["id"], user_id=principal.user_id, scope=scope, days=days)
+    return JSONResponse({**data, "token": token}, status_code=201)
+
+
+async def list_tokens(request: Request) -> JSONResponse:
+    """The caller's API tokens (an admin sees every user's), revoked and expired ones included; never the
+    secrets.
+    ---
+    tags: [auth]
+    responses:
+      200: {description: "{tokens: [{id, name, scope, user_id, username, created_at, expires_at,
+        last_used_at, revoked, revoked_at, expired}]}"}
+    """
+    principal = await require_user(request)
+    query = select(ApiToken, User.username).join(User, ApiToken.user_id == User.id).order_by(ApiToken.id)
+    if not principal.is_admin:
+        query = query.where(ApiToken.user_id == principal.user_id)
+    async with services(request).db.session() as db:
+        rows = (await db.execute(query)).all()
+        return JSONResponse({"tokens": [token_dict(row, username) for row, username in rows]})
+
+
+async def revoke_token(request: Request) -> JSONResponse:
+    """Revoke an API token (its owner or an admin): it stops working at once. Revoking twice is harmless.
+    ---
+    tags: [auth]
+    responses: {200: {description: "{token}"}, 404: {description: no such token of yours}}
+    """
+    principal = await require_user(request)
+    token_id = path_int(request, "token_id")
+    async with services(request).db.session() as db:
+        found = (
+            await db.execute(
+                select(ApiToken, User.username)
+                .join(User, ApiToken.user_id == User.id)
+                .where(ApiToken.id == token_id)
+            )
+        ).one_or_none()
+        if found is None or (not principal.is_admin and found[0].user_id != principal.user_id):
+            raise not_found("token")
+        row, username = found
+        if row.revoked_at is None:
+            row.revoked_at = utcnow()
+            log.info("token_revoked", token_id=row.id, by_user_id=principal.user_id)
+        await db.flush()
+        data = token_dict(row, username)
+    return JSONResponse({"token": data})
 
 
 routes = [
     Route("/api/auth/login", login, methods=["POST"]),
     Route("/api/auth/logout", logout, methods=["POST"]),
     Route("/api/auth/me", me, methods=["GET"]),
+    Route("/api/tokens", list_tokens, methods=["GET"]),
     Route("/api/tokens", create_token, methods=["POST"]),
+    Route("/api/tokens/{token_id:int}", revoke_token, methods=["DELETE"]),
 ]

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
 from backend.api.errors import ApiError
-from backend.db.models import ApiToken, Role, User
+from backend.db.models import ApiToken, Role, User, utcnow
+from backend.db.session import as_utc
 from backend.security import SESSION_COOKIE, csrf_matches, token_hash
 
 if TYPE_CHECKING:
     from backend.services import Services
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+TOKEN_SCOPES = ("read", "write")
+"""API token scopes: "read" may call safe methods only, "write" anything its user may."""
+LAST_USED_STEP = timedelta(minutes=1)
+"""``api_tokens.last_used_at`` is rewritten only when it is older than this: one write a minute per token."""
 
 
 def services(request: Request) -> Services:
@@ -42,22 +49,15 @@ class Principal:
 
 
 async def authenticate(request: Request) -> Principal | None:
-    """The caller from a bearer API token or the signed session cookie; None when anonymous."""
+    """The caller from a bearer API token or the signed session cookie; None when anonymous.
+
+    A token that is unknown, revoked or expired is a 401 saying which; a read-only token on an unsafe
+    method is a 403."""
     svc = services(request)
     header = request.headers.get("authorization", "")
     async with svc.db.session() as db:
         if header.lower().startswith("bearer "):
-            token = header[7:].strip()
-            row = (
-                await db.execute(
-                    select(User)
-                    .join(ApiToken, ApiToken.user_id == User.id)
-                    .where(ApiToken.token_hash == token_hash(token))
-                )
-            ).scalar_one_or_none()
-            if row is None:
-                raise ApiError(401, "unauthenticated", "invalid API token")
-            return Principal(row.id, row.username, row.role, via_cookie=False, csrf_token=None)
+            return await _token_principal(db, header[7:].strip(), request.method)
         cookie = request.cookies.get(SESSION_COOKIE)
         session = svc.session_codec.loads(cookie) if cookie else None
         if session is None:
@@ -66,6 +66,30 @@ async def authenticate(request: Request) -> Principal | None:
         if user is None or user.session_epoch != session.epoch:  # logged out since
             return None
         return Principal(user.id, user.username, user.role, via_cookie=True, csrf_token=session.csrf_token)
+
+
+async def _token_principal(db: AsyncSession, token: str, method: str) -> Principal:
+    """The user of a live API token (its ``last_used_at`` refreshed in ``db``'s transaction)."""
+    found = (
+        await db.execute(
+            select(ApiToken, User)
+            .join(User, ApiToken.user_id == User.id)
+            .where(ApiToken.token_hash == token_hash(token))
+        )
+    ).one_or_none()
+    if found is None:
+        raise ApiError(401, "unauthenticated", "invalid API token")
+    row, user = found
+    now = utcnow()
+    if row.revoked_at is not None:
+        raise ApiError(401, "unauthenticated", "API token revoked")
+    if row.expires_at is not None and as_utc(row.expires_at) <= now:
+        raise ApiError(401, "unauthenticated", "API token expired")
+    if row.scope != "write" and method not in SAFE_METHODS:
+        raise ApiError(403, "read_only_token", "read-only token: it may not change anything")
+    if row.last_used_at is None or now - as_utc(row.last_used_at) >= LAST_USED_STEP:
+        row.last_used_at = now
+    return Principal(user.id, user.username, user.role, via_cookie=False, csrf_token=None)
 
 
 async def require_user(request: Request) -> Principal:

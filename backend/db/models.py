@@ -69,7 +69,9 @@ class User(Base):
 
 
 class ApiToken(Base):
-    """A script's bearer token; only its SHA-256 is stored."""
+    """A script's bearer token; only its SHA-256 is stored. ``scope`` is "read" (safe methods only) or
+    "write". A NULL ``expires_at`` (tokens made before migration 0005) never expires; revoking sets
+    ``revoked_at``, the row is kept so the admin page can still show it."""
 
     __tablename__ = "api_tokens"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -77,6 +79,11 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(100))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
+    # Updated at most once a minute per token (backend.api.deps), so a busy script costs few writes.
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Vocabulary(Base):

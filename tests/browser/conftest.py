@@ -110,6 +110,7 @@ ADMIN_TABS = (
     ("meetings", "#meetings-table tbody tr"),
     ("live", "#live-table tbody tr"),
     ("stats", "#stats-table tbody tr"),
+    ("tokens", "#tokens-table tbody tr"),
 )
 """The admin page's tabs after "vocabularies", each with the selector that says its table has loaded."""
 

@@ -1,7 +1,8 @@
-// Admin page: login, then tabs for vocabularies, meetings, live sessions and term statistics.
+// Admin page: login, then tabs for vocabularies, meetings, live sessions, term statistics and API tokens.
 
 import { renderStats, startLive } from "./admin-live.js";
 import { loadMeetings, renderMeetings } from "./admin-meetings.js";
+import { renderTokens } from "./admin-tokens.js";
 import { bindVocabularyForms, loadVocabularies, selectVocabulary } from "./admin-vocabularies.js";
 import { showError, store } from "./admin-common.js";
 import { describeError, logout } from "./api.js";
@@ -9,7 +10,7 @@ import { applyStoredDisplay } from "./display-prefs.js";
 import { byId } from "./dom.js";
 import { requireUser } from "./login.js";
 
-const TABS = ["vocabularies", "meetings", "live", "stats"];
+const TABS = ["vocabularies", "meetings", "live", "stats", "tokens"];
 let stopLive = null;
 
 async function main() {
@@ -53,6 +54,8 @@ async function showTab() {
   } else if (name === "stats") {
     await Promise.all([loadVocabularies(), loadMeetings()]);
     renderStats();
+  } else if (name === "tokens") {
+    await renderTokens();
   }
 }
 
