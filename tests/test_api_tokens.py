@@ -191,3 +191,12 @@ def test_last_use_is_written_at_most_once_a_minute(
     _shift_clock(monkeypatch, timedelta(minutes=2))
     admin.get("/api/vocabularies", headers=secret)
     assert admin.get("/api/tokens").json()["tokens"][0]["last_used_at"] > first
+
+
+def test_a_token_cannot_create_tokens(admin: TestClient) -> None:
+    """Otherwise a script could keep itself alive past its expiry; tokens come from a logged-in session."""
+    created = admin.post("/api/tokens", json={"name": "script"}).json()
+    bearer = {"authorization": f"Bearer {created['token']}"}
+    refused = admin.post("/api/tokens", json={"name": "renewed"}, headers=bearer)
+    assert refused.status_code == 403 and "logged-in session" in refused.json()["error"]["message"]
+    assert [t["name"] for t in admin.get("/api/tokens").json()["tokens"]] == ["script"]

@@ -162,9 +162,12 @@ async def create_token(request: Request) -> JSONResponse:
       {type: integer, minimum: 1, maximum: 365}}}}}}
     responses:
       201: {description: "{token, id, name, scope, expires_at, ...}: the secret `token` is shown only here"}
+      403: {description: "asked with an API token (tokens are created from a logged-in session)"}
       422: {description: "invalid name, scope or expires_in_days (errors: [{field, reason}])"}
     """
     principal = await require_user(request)
+    if not principal.via_cookie:  # a token minting tokens could keep a script alive past its expiry
+        raise ApiError(403, "forbidden", "API tokens are created from a logged-in session, not with a token")
     body = await json_body(request)
     name, scope, days = _token_request(body, services(request).settings.api_token_ttl_days)
     token = new_token()
