@@ -170,10 +170,12 @@ class Settings(BaseSettings):
         "case-sensitive tree, or one arc per character (character-vocabulary models).",
     )
     biasing_tau: float = Field(
-        0.5,
+        2.0,
         ge=0,
         le=8,
-        description="How a term's score spreads over its characters (0: evenly, larger: later).",
+        description="How each token's share of a term's score spreads over the token's characters in the "
+        "case-insensitive graph (0: evenly, larger: at the token's end as in NeMo's tree; 2.0: best F on the "
+        "dev sets, beam with the LM, docs/eval.md issue 25).",
     )
 
     @field_validator("trusted_proxies")

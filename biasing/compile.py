@@ -18,25 +18,71 @@ import numpy as np
 
 from biasing.graph import BoostingGraph, GraphMode, GraphParams
 from biasing.terms import Term, TermError, TermValidationError
-from biasing.tokenizer import SpanIndex, TokenizerAdapter, as_tokenizer, fold
+from biasing.tokenizer import WORD_BOUNDARY, SpanIndex, TokenizerAdapter, as_tokenizer, fold
 
 UNREPRESENTABLE = "cannot be represented by the model's tokenizer (it has characters the model cannot emit)"
 
 
-def phrase_score(num_tokens: int, weight: float, params: GraphParams) -> float:
-    """NeMo's ``ContextGraph`` total for a phrase of ``num_tokens`` greedy tokens, times the term weight."""
+def token_scores(num_tokens: int, weight: float, params: GraphParams) -> list[float]:
+    """NeMo's ``ContextGraph`` score of each of a phrase's ``num_tokens`` greedy tokens, times the term
+    weight: ``cs`` for the first token, ``cs * depth_scaling + ln(k + 1)`` for token k >= 1."""
     context, scaling = params.context_score, params.depth_scaling
-    total = context + sum(context * scaling + math.log(i + 1) for i in range(1, num_tokens))
-    return weight * total
+    return [weight * (context if k == 0 else context * scaling + math.log(k + 1)) for k in range(num_tokens)]
 
 
-def cumulative_potentials(score: float, num_chars: int, tau: float) -> np.ndarray:
-    """Potential after each character: cumsum of ``score * exp((i+1)^tau) / sum_j exp((j+1)^tau)``."""
+def scored_token_lengths(pieces: Sequence[str], index: SpanIndex | None = None) -> list[int]:
+    """Character lengths of the tokens a phrase's score is given to: its greedy (folded) pieces, with a bare
+    word-boundary piece joined to the piece after it when some label spells the boundary and that piece's
+    first character in one (any casing; ``index`` None: always). SentencePiece spells "uvelol" as
+    ``▁ u vel ol`` (there is no ``▁u``) while the model says ``▁U vel ol``: scored as a token of its own,
+    the bare ``▁`` would give the model's one first piece two tokens' scores (3.69 instead of NeMo's
+    first-token 1.0; issue 25). Where no label can (``▁ z`` with neither ``▁z`` nor ``▁Z``), the model emits
+    the bare ``▁`` too, and it keeps its token score as in NeMo's tree."""
+    lengths: list[int] = []
+    carry = 0
+    for position, piece in enumerate(pieces):
+        following = pieces[position + 1] if position + 1 < len(pieces) else ""
+        joinable = bool(following) and (index is None or bool(index.table.get(WORD_BOUNDARY + following[0])))
+        if piece == WORD_BOUNDARY and joinable:
+            carry += 1
+            continue
+        lengths.append(carry + len(piece))
+        carry = 0
+    return lengths
+
+
+def within_token_shares(num_chars: int, tau: float) -> np.ndarray:
+    """Cumulative share of a token's score after each of its characters: cumsum of
+    ``exp((i+1)^tau) / sum_j exp((j+1)^tau)``; exactly 1.0 at the token's last character."""
     exponents = np.arange(1, num_chars + 1, dtype=np.float64) ** tau
     shares = np.exp(exponents - exponents.max())
-    potentials = score * np.cumsum(shares) / shares.sum()
-    potentials[-1] = score  # exact at the phrase end, whatever the rounding
-    return np.asarray(potentials, dtype=np.float64)
+    cumulative = np.cumsum(shares) / shares.sum()
+    cumulative[-1] = 1.0
+    return np.asarray(cumulative, dtype=np.float64)
+
+
+def chain_potentials(scores: Sequence[float], lengths: Sequence[int], tau: float) -> np.ndarray:
+    """Potential after each character of a chain whose greedy token k has ``lengths[k]`` characters and
+    score ``scores[k]``: the scores of the tokens before it plus ``Delta_{k,i}`` (TurboBias 2.0), the share of
+    token k's own score up to its character i. At every greedy token end it equals NeMo's tree node score."""
+    token_array = np.asarray(scores, dtype=np.float64)
+    return chain_potentials_batch(token_array, np.asarray(lengths, dtype=np.int64), [len(scores)], tau)
+
+
+def chain_potentials_batch(
+    scores: np.ndarray, lengths: np.ndarray, tokens_per_chain: Sequence[int], tau: float
+) -> np.ndarray:
+    """``chain_potentials`` of many chains at once: token arrays concatenated chain after chain, and the
+    characters' potentials returned the same way."""
+    if scores.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    running = np.cumsum(scores)
+    first_token = np.cumsum([0, *tokens_per_chain[:-1]])
+    offsets = np.repeat(running[first_token] - scores[first_token], tokens_per_chain)
+    before = running - scores - offsets
+    cached = {n: within_token_shares(n, tau) for n in set(lengths.tolist())}
+    within = np.concatenate([cached[n] for n in lengths.tolist()])
+    return np.asarray(np.repeat(before, lengths) + np.repeat(scores, lengths) * within, dtype=np.float64)
 
 
 @dataclass
@@ -255,7 +301,10 @@ def _compile_variative(
     ]
     segmented = adapter.pieces_batch([fold(text) for _, text, _ in spellings])
     nodes: list[int] = []
-    scores, lengths, errors = [], [], []
+    scores: list[float] = []
+    lengths: list[int] = []
+    tokens_per_chain: list[int] = []
+    errors = []
     for (position, text, weight), pieces in zip(spellings, segmented, strict=True):
         chain = fold("".join(pieces))
         if not chain:
@@ -265,12 +314,14 @@ def _compile_variative(
         if not _chain_arcs(chain, path, shared, reach, index, arcs):
             errors.append(TermError(position, text, UNREPRESENTABLE))
         nodes.extend(path[1:])
-        scores.append(phrase_score(len(pieces), weight, params))
-        lengths.append(len(chain))
+        token_lengths = scored_token_lengths([fold(piece) for piece in pieces], index)
+        scores.extend(token_scores(len(token_lengths), weight, params))
+        lengths.extend(token_lengths)
+        tokens_per_chain.append(len(token_lengths))
     if errors:
         raise TermValidationError(errors)
-    shares = {n: cumulative_potentials(1.0, n, params.tau) for n in set(lengths)}
-    values = np.concatenate([shares[n] for n in lengths] or [np.zeros(0)]) * np.repeat(scores, lengths)
+    token_array, length_array = np.asarray(scores, dtype=np.float64), np.asarray(lengths, dtype=np.int64)
+    values = chain_potentials_batch(token_array, length_array, tokens_per_chain, params.tau)
     potential = _max_per_node(len(trie.parent), nodes, values)
     depth = np.asarray(trie.depth, dtype=np.int64)
     parent = np.asarray(trie.parent, dtype=np.int64)

@@ -3,7 +3,13 @@
 Scoring contract (TurboBias 2.0, section 1), for CASE_INSENSITIVE and CHAR graphs:
 - states are the case-folded character prefixes of the phrases' chains ("▁linezolid"); the root is "";
 - an arc labelled by token t goes from prefix p to prefix p + fold(t) and scores potential(to) -
-  potential(from), so every casing and segmentation reaching a state earns the same total. A prefix's
+  potential(from), so every casing and segmentation reaching a state earns the same total. A phrase gives
+  the character after which its k-th greedy (folded) token ends NeMo's tree score of tokens 0..k, and the
+  characters inside token k a ``tau``-share of token k's own score (``GraphParams``): on the greedy
+  segmentation the graph scores every token exactly as the lowercase tree does, and other casings and
+  segmentations earn the same at each greedy token end. A bare "▁" greedy piece counts as part of the next
+  token when some label spells "▁" and that token's first character together (the model says ``▁U`` where
+  SentencePiece spells "uvelol" ``▁ u``); otherwise it is a token of its own, as in the tree. A prefix's
   potential is the largest any phrase through it (or through a shorter prefix of it) gives at that depth;
 - a token with no arc backs off along the suffix links (Aho-Corasick on characters; the state after every
   token is the longest suffix of the emitted text that is a prefix). Backing off from s scores
@@ -23,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-COMPILER_VERSION = "turbobias2-graph-1"
+COMPILER_VERSION = "turbobias2-graph-2"  # 2: potentials spread per greedy token (issue 25)
 __all__ = [
     "COMPILER_VERSION",
     "BoostingGraph",
@@ -48,12 +54,14 @@ class GraphParams:
 
     ``context_score`` / ``depth_scaling`` follow NeMo's ``ContextGraph``: a phrase whose greedy (folded)
     tokenization has m tokens scores ``w = weight * (cs + sum_{i=1..m-1} (cs * depth_scaling + ln(i + 1)))``.
-    ``tau`` spreads ``w`` over the n characters: ``w * exp((i+1)^tau) / sum_j exp((j+1)^tau)`` (0 = evenly;
-    larger = later). ``final_eos_score`` is the final weight of phrase ends (used by NeMo only for AED eos).
+    The k-th token's score ``w_k`` is spread over ITS n_k characters (TurboBias 2.0's ``Delta_{k,i}``):
+    ``w_k * exp((i+1)^tau) / sum_j exp((j+1)^tau)``, j < n_k (0 = evenly over the token; large = all at the
+    token's last character, i.e. NeMo's tree, "score at BPE end"). ``final_eos_score`` is the final weight of
+    phrase ends (used by NeMo only for AED eos).
     """
 
     mode: GraphMode = GraphMode.CASE_INSENSITIVE
-    tau: float = 0.5
+    tau: float = 2.0  # the service default (CAPTIONS_BIASING_TAU), tuned on the dev sets (issue 25)
     context_score: float = 1.0
     depth_scaling: float = 2.0
     final_eos_score: float = 1.0

@@ -1,4 +1,5 @@
-"""``python -m eval``: build the contextual test set, run the biasing sweep over a manifest, merge results.
+"""``python -m eval``: build the contextual test set, run the biasing sweep over a manifest, merge results,
+trace what each graph mode scores token by token.
 
 Examples::
 
@@ -6,6 +7,7 @@ Examples::
     python -m eval run --manifest var/eval/set/manifest.json --model models/captions-embedded.nemo \
         --biasing none,local,global,full --casing lower,cased,insensitive --decoding greedy,beam \
         --chunk 1.12 --tau 0.5 --alpha 1.0 --out var/eval/run
+    python -m eval trace --terms "Nuviridex Group,UvelOl" --text "with Nuviridex Group" --pieces "▁U vel O L"
 """
 
 from __future__ import annotations
@@ -237,6 +239,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--plot", type=Path, default=None, help="PNG path")
     rep.add_argument("--title", default="WER vs keyword F-score", help="plot title")
     rep.set_defaults(func=report)
+    from eval.trace import add_parser as add_trace
+
+    add_trace(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

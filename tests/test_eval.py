@@ -271,3 +271,33 @@ def test_a_run_with_defaults_measures_what_the_service_runs(monkeypatch: pytest.
     assert flagged.lm_alpha == expected.lm_alpha
     line = describe(served, build_parser().parse_args(base))
     assert "beam 6" in line and "alpha 2.5 (service)" in line
+
+
+def test_trace_shows_each_modes_score_token_by_token(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m eval trace`` on the bundled tokenizer: the tree and the case-insensitive graph agree on
+    the greedy lower-case tokens, a capitalised emission only scores in the case-insensitive graph and the
+    target-cased tree, and a failed partial match is refunded."""
+    from biasing.compile import build_graph
+    from biasing.graph import GraphMode, GraphParams
+    from eval.__main__ import main
+    from eval.trace import load_adapter, mode_terms, trace
+
+    adapter = load_adapter(Path("models/captions-embedded.nemo"))
+    greedy, capital = adapter.ids("give linezolid"), adapter.ids("give Linezolid")
+    totals = {}
+    for mode in ("lower", "cased", "insensitive"):
+        items, graph_mode = mode_terms(["Linezolid"], mode)
+        graph = build_graph(items, adapter, GraphParams(mode=graph_mode, tau=0.5))
+        totals[mode] = [np.cumsum([s.added for s in trace(graph, adapter, ids)]) for ids in (greedy, capital)]
+    np.testing.assert_allclose(totals["insensitive"][0], totals["lower"][0], atol=1e-4)
+    assert totals["lower"][1][-1] == 0.0
+    assert totals["insensitive"][1][-1] == pytest.approx(totals["lower"][0][-1])
+    assert totals["cased"][1][-1] > 0
+    tree = build_graph(["linezolid"], adapter, GraphParams(mode=GraphMode.CASE_SENSITIVE_TREE))
+    failed = trace(tree, adapter, adapter.ids("give lines"))
+    assert sum(step.added for step in failed) == pytest.approx(0.0, abs=1e-6)
+    assert any(step.refund < 0 for step in failed)
+
+    assert main(["trace", "--terms", "Linezolid", "--text", "give Linezolid", "--pieces", "▁ L ine"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("## ") == 3 and "labels enter the graph at the root" in out and "| `▁L` |" in out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import sentencepiece as spm
@@ -31,25 +31,50 @@ def surfaces(sp: spm.SentencePieceProcessor) -> list[str]:
     return out
 
 
-def nemo_score(tokens: int, cs: float = 1.0, ds: float = 2.0) -> float:
+def nemo_token_scores(tokens: int, cs: float = 1.0, ds: float = 2.0) -> list[float]:
     """NeMo ContextGraph: first token cs, token i>0 cs*ds + ln(i+1)."""
-    return cs + sum(cs * ds + math.log(i + 1) for i in range(1, tokens))
+    return [cs if i == 0 else cs * ds + math.log(i + 1) for i in range(tokens)]
+
+
+def scored_pieces(pieces: Sequence[str], labels: Collection[str]) -> list[str]:
+    """The tokens a phrase's score goes to: greedy pieces, a bare "▁" joined to the next piece when one of
+    ``labels`` (folded surfaces) spells "▁" and that piece's first character."""
+    out: list[str] = []
+    pending = ""
+    for position, piece in enumerate(pieces):
+        following = pieces[position + 1] if position + 1 < len(pieces) else ""
+        if piece == BOUNDARY and following and lower1(BOUNDARY + following[0]) in labels:
+            pending += piece
+            continue
+        out.append(pending + piece)
+        pending = ""
+    return out
+
+
+def nemo_score(tokens: int, cs: float = 1.0, ds: float = 2.0) -> float:
+    """A phrase's total: the sum of its token scores."""
+    return sum(nemo_token_scores(tokens, cs, ds))
 
 
 class ReferenceScorer:
-    """The scoring contract of biasing/graph.py, evaluated by brute force over strings."""
+    """The scoring contract of biasing/graph.py, evaluated by brute force over strings.
 
-    def __init__(self, chains: Sequence[tuple[str, float]], tau: float) -> None:
-        self.chains = {chain for chain, _ in chains}
+    ``chains`` are (folded greedy pieces, each piece's score): piece k's score is spread over its own
+    characters with shares exp((i+1)^tau), on top of the scores of the pieces before it."""
+
+    def __init__(self, chains: Sequence[tuple[Sequence[str], Sequence[float]]], tau: float) -> None:
+        self.chains = {"".join(pieces) for pieces, _ in chains}
         self.best: dict[str, float] = {}
-        for chain, score in chains:
-            top = len(chain) ** tau  # exp((i+1)^tau) scaled by exp(-top): same ratios, no overflow
-            shares = [math.exp((i + 1) ** tau - top) for i in range(len(chain))]
-            running = 0.0
-            for depth in range(1, len(chain) + 1):
-                running += score * shares[depth - 1] / sum(shares)
-                prefix = chain[:depth]
-                self.best[prefix] = max(self.best.get(prefix, 0.0), running)
+        for pieces, scores in chains:
+            prefix, before = "", 0.0
+            for piece, score in zip(pieces, scores, strict=True):
+                top = len(piece) ** tau  # exp((i+1)^tau) scaled by exp(-top): same ratios, no overflow
+                shares = [math.exp((i + 1) ** tau - top) for i in range(len(piece))]
+                for i, char in enumerate(piece):
+                    prefix += char
+                    value = before + score * sum(shares[: i + 1]) / sum(shares)
+                    self.best[prefix] = max(self.best.get(prefix, 0.0), value)
+                before += score
 
     def is_state(self, text: str) -> bool:
         return text == "" or text in self.best

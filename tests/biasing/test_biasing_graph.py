@@ -1,4 +1,9 @@
-"""Truth tables computed by hand (character model, tau = 0, cs = ds = 1) and graph invariants."""
+"""Truth tables computed by hand (character model, tau = 0, cs = ds = 1) and graph invariants.
+
+A character model spells every word as a bare "▁" and one piece per letter, and no piece joins "▁" to a
+letter, so the "▁" is a token of its own: a word of n letters is n + 1 tokens (NeMo's scores: k tokens earn
+``w(k)``), and a prefix holds the scores of the tokens it completes, whatever the phrase's length.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,9 @@ from tests.biasing.biasing_helpers import nemo_totals
 HAND = GraphParams(mode=GraphMode.CHAR, tau=0.0, context_score=1.0, depth_scaling=1.0)
 
 
-def w(chars: int) -> float:
-    """A phrase of n characters is n greedy tokens of a character model: cs=ds=1 gives n + ln(n!)."""
-    return chars + math.log(math.factorial(chars))
+def w(tokens: int) -> float:
+    """NeMo's score of k tokens with cs = ds = 1: k + ln(k!)."""
+    return tokens + math.log(math.factorial(tokens))
 
 
 def total(sp, phrases: list[str], text: str, params: GraphParams = HAND) -> float:
@@ -34,7 +39,8 @@ def total(sp, phrases: list[str], text: str, params: GraphParams = HAND) -> floa
         (["abc"], "▁abc", w(4)),  # complete match
         (["abc"], "▁ABC", w(4)),  # any casing
         (["abc"], "▁aBc", w(4)),
-        (["abc"], "▁ab", 3 / 4 * w(4)),  # pending partial match holds its share
+        (["abc"], "▁ab", w(3)),  # pending partial match holds its tokens' scores
+        (["abc"], "▁", w(1)),
         (["abc"], "▁abx", 0.0),  # failed partial match: refunded exactly
         (["abc"], "▁ab▁x", 0.0),
         (["abc"], "▁ab▁abc", w(4)),  # failed, then complete
@@ -45,22 +51,34 @@ def total(sp, phrases: list[str], text: str, params: GraphParams = HAND) -> floa
         (["ab cd ef", "cd"], "▁ab▁cd▁x", w(3)),  # phrase inside another's failed partial match
         (["ab cd ef", "cd"], "▁ab▁cd▁ef", w(9)),  # inside a completed longer phrase: the longer one counts
         # a completed prefix phrase keeps what its state earned (a shared prefix takes the larger potential)
-        (["ab", "abcd"], "▁abcx", max(w(3), 3 / 5 * w(5))),
-        (["abcd", "ab"], "▁abx", max(w(3), 3 / 5 * w(5))),
+        (["ab", "abcd"], "▁abcx", w(3)),
+        (["abcd", "ab"], "▁abx", w(3)),
+        (["ab", "abcd"], "▁abcd", w(5)),
     ],
 )
 def test_truth_table(char_sp, phrases: list[str], text: str, expected: float) -> None:
     assert total(char_sp, phrases, text) == pytest.approx(expected, abs=1e-4)
 
 
-def test_tau_moves_score_to_the_end(char_sp) -> None:
-    early = total(char_sp, ["abcdef"], "▁abc", dataclasses.replace(HAND, tau=0.0))
-    late = total(char_sp, ["abcdef"], "▁abc", dataclasses.replace(HAND, tau=2.0))
-    assert early == pytest.approx(4 / 7 * w(7), abs=1e-4)
-    assert 0 < late < early
-    assert total(char_sp, ["abcdef"], "▁abcdef", dataclasses.replace(HAND, tau=2.0)) == pytest.approx(
-        w(7), 1e-4
-    )
+def test_tau_moves_score_to_the_end_of_each_token(bpe) -> None:
+    # "nuviridex": greedy ▁n u v ir id ex; "ir" spoken as "i" then "r": after "i", tau decides the share
+    labels = [bpe.piece_to_id(p) for p in ("▁N", "u", "v", "i")]
+    assert bpe.unk_id() not in labels
+    before_ir = nemo_score_of(3)
+
+    def after_i(tau: float) -> float:
+        graph = build_graph(["nuviridex"], bpe, GraphParams(tau=tau))
+        return float(nemo_totals(graph, [labels])[0, -1])
+
+    token_ir = nemo_score_of(4) - before_ir
+    assert after_i(0.0) == pytest.approx(before_ir + token_ir / 2, abs=1e-4)
+    assert before_ir < after_i(2.0) < after_i(0.0)
+    assert after_i(8.0) == pytest.approx(before_ir, abs=1e-4)
+
+
+def nemo_score_of(tokens: int) -> float:
+    """NeMo's default ContextGraph score (cs 1, depth scaling 2) of a phrase's first ``tokens`` tokens."""
+    return 1.0 + sum(2.0 + math.log(i + 1) for i in range(1, tokens))
 
 
 def test_weight_multiplies_phrase_score(char_sp) -> None:

@@ -14,7 +14,16 @@ from hypothesis import strategies as st
 from biasing.compile import build_graph
 from biasing.graph import GraphParams, GraphValidationError
 from biasing.terms import Term
-from tests.biasing.biasing_helpers import WORDS, ReferenceScorer, lower1, nemo_score, nemo_totals, surfaces
+from tests.biasing.biasing_helpers import (
+    WORDS,
+    ReferenceScorer,
+    lower1,
+    nemo_score,
+    nemo_token_scores,
+    nemo_totals,
+    scored_pieces,
+    surfaces,
+)
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 SETTINGS = settings(
@@ -32,7 +41,7 @@ taus = st.sampled_from([0.0, 0.5, 1.0, 2.0])
 
 def chain_of(sp, text: str) -> tuple[str, int]:
     pieces = sp.encode(lower1(text), out_type=str)
-    return lower1("".join(pieces)), len(pieces)
+    return lower1("".join(pieces)), len(scored_pieces(pieces, set(surfaces(sp))))
 
 
 def path_totals(graph, chain: str, folded: list[str]) -> tuple[float, float]:
@@ -109,11 +118,13 @@ def test_nemo_advance_agrees_with_brute_force_reference(bpe, items, tau, seed, n
     folded = surfaces(bpe)
     chains = []
     for text, weight in items:
-        chain, tokens = chain_of(bpe, text)
-        chains.append((chain, weight * nemo_score(tokens)))
+        greedy = [lower1(piece) for piece in bpe.encode(lower1(text), out_type=str)]
+        pieces = scored_pieces(greedy, set(folded))
+        chains.append((pieces, [weight * score for score in nemo_token_scores(len(pieces))]))
     reference = ReferenceScorer(chains, tau)
     rng = random.Random(seed)
-    sequences = [random_labels(bpe, [c for c, _ in chains], folded, rng, rng.randint(1, 6)) for _ in range(6)]
+    texts = ["".join(pieces) for pieces, _ in chains]
+    sequences = [random_labels(bpe, texts, folded, rng, rng.randint(1, 6)) for _ in range(6)]
     totals = nemo_totals(graph, sequences)
     for row, labels in enumerate(sequences):
         expected = reference.totals([folded[label] for label in labels])
