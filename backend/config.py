@@ -155,6 +155,13 @@ class Settings(BaseSettings):
     engine_left_context_s: float = Field(
         2.0, ge=0, description="Audio re-encoded before each chunk by buffered (non cache-aware) models, s."
     )
+    engine_leading_silence_dbfs: float = Field(
+        -45.0,
+        le=0,
+        description="A stream's first chunks quieter than this (RMS, dBFS) are not decoded: the decoder "
+        "starts at the first louder chunk, so silence before speech cannot become a stray first word "
+        "('To a', 0.00 s). -200: decode them all.",
+    )
     engine_right_context_s: float = Field(
         0.56, ge=0, description="Look-ahead after each chunk for buffered models, s: accuracy for latency."
     )
@@ -227,6 +234,7 @@ def engine_config(settings: Settings, **overrides: Any) -> EngineConfig:
         "lm_token_bonus": settings.lm_token_bonus,
         "left_context_s": settings.engine_left_context_s,
         "right_context_s": settings.engine_right_context_s,
+        "leading_silence_dbfs": settings.engine_leading_silence_dbfs,
         "vocabulary_cache_dir": str(settings.cache_dir),
     }
     unknown = set(overrides) - set(served)

@@ -266,6 +266,7 @@ class Engine:
             registry=self._registry,
             enqueue=self._enqueue,
             on_close=self._stream_closed,
+            leading_silence_dbfs=self.config.leading_silence_dbfs,
         )
         self._next_stream_id += 1
         self._streams[stream.stream_id] = stream

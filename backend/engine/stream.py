@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Awaitable, Callable
 
@@ -45,6 +46,7 @@ class EngineStream:
         registry: VocabularyRegistry,
         enqueue: Enqueue,
         on_close: OnClose,
+        leading_silence_dbfs: float | None = None,
     ) -> None:
         self.stream_id = stream_id
         self.options = options
@@ -61,11 +63,18 @@ class EngineStream:
         self._started = False
         self._last_sent = False
         self._in_flight = False
+        # Leading chunks quieter than this (RMS, full scale 1.0) are skipped, not decoded; see EngineConfig.
+        self._silence_rms: float | None = None
+        if leading_silence_dbfs is not None:
+            self._silence_rms = 10.0 ** (leading_silence_dbfs / 20.0)
+        self._skipped_s = 0.0
 
     async def push(self, pcm: bytes | np.ndarray) -> StepResult:
         """Decode exactly one chunk: PCM16 little-endian bytes or a float32 array of ``chunk_samples``."""
         self._expect_open()
         samples = self._to_float32(pcm)
+        if not self._started and self._is_leading_silence(samples):
+            return await self._skip(samples)
         return await self._submit(samples)
 
     async def finish(self) -> StepResult:
@@ -73,7 +82,7 @@ class EngineStream:
         self._expect_open()
         if not self._started:
             self._close(StreamStatus.FINISHED)
-            return StepResult(partial="", finals=(), audio_decoded_s=0.0)
+            return StepResult(partial="", finals=(), audio_decoded_s=self.audio_decoded_s)
         try:
             return await self._submit(None)
         finally:
@@ -103,6 +112,13 @@ class EngineStream:
         if self._in_flight:
             raise RuntimeError("a chunk of this stream is already being decoded")
 
+    def _is_leading_silence(self, samples: np.ndarray) -> bool:
+        """Whether this chunk, before any chunk was decoded, is too quiet to start the decoder on."""
+        if self._silence_rms is None:
+            return False
+        rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64))))
+        return rms < self._silence_rms
+
     def _to_float32(self, pcm: bytes | np.ndarray) -> np.ndarray:
         if isinstance(pcm, bytes | bytearray | memoryview):
             if len(pcm) != 2 * self.chunk_samples:
@@ -111,6 +127,20 @@ class EngineStream:
         if not isinstance(pcm, np.ndarray) or pcm.dtype != np.float32 or pcm.shape != (self.chunk_samples,):
             raise ValueError(f"expected a float32 array of shape ({self.chunk_samples},)")
         return pcm
+
+    async def _skip(self, samples: np.ndarray) -> StepResult:
+        """A leading quiet chunk: counted as received and decoded, never shown to the decoder (which starts
+        at the first louder chunk; finals' times are shifted by what was skipped)."""
+        self._in_flight = True
+        seconds = len(samples) / SAMPLE_RATE_HZ
+        self.received_s += seconds
+        try:
+            await asyncio.sleep(0)  # like a decoded chunk, the push yields to the event loop
+        finally:
+            self._in_flight = False
+        self.audio_decoded_s += seconds
+        self._skipped_s += seconds
+        return StepResult(partial="", finals=(), audio_decoded_s=self.audio_decoded_s)
 
     async def _submit(self, samples: np.ndarray | None) -> StepResult:
         self._in_flight = True
@@ -148,12 +178,15 @@ class EngineStream:
         return StepResult(partial=output.partial, finals=finals, audio_decoded_s=self.audio_decoded_s)
 
     def _finish_final(self, final: Final, registration: Registration | None) -> Final:
-        """Times clamped to the decoded audio (NeMo spreads tokens of one frame over later frames) and the
-        vocabulary terms found in the text."""
-        limit = self.audio_decoded_s
-        words = tuple(Word(w.text, min(w.start_s, limit), min(w.end_s, limit)) for w in final.words)
+        """Times shifted by the skipped leading silence and clamped to the decoded audio (NeMo spreads tokens
+        of one frame over later frames), and the vocabulary terms found in the text."""
+        limit, shift = self.audio_decoded_s, self._skipped_s
+        words = tuple(
+            Word(w.text, min(w.start_s + shift, limit), min(w.end_s + shift, limit)) for w in final.words
+        )
         matched = registration.matched_terms(final.text) if registration is not None else ()
-        return Final(final.text, min(final.start_s, limit), min(final.end_s, limit), words, matched)
+        start_s, end_s = min(final.start_s + shift, limit), min(final.end_s + shift, limit)
+        return Final(final.text, start_s, end_s, words, matched)
 
     def _close(self, status: StreamStatus) -> None:
         if self.status is not StreamStatus.OPEN:

@@ -67,6 +67,10 @@ class EngineConfig:
     decoding does not use it (it gained ~1 WER point there, against ~10 in beam search).
     ``lm_token_bonus``: added to every non-blank label's score when the LM is fused, against the LM's pull
     towards dropping words (0: NeMo's fusion unchanged).
+    ``leading_silence_dbfs``: a stream's leading chunks whose RMS level is below this are not decoded (None:
+    decode everything). The Transducer, started from its initial state on silence or faint noise, emits a
+    stray word ("To a", "I'm") at 0.0 s; the decoder starts at the first louder chunk and times keep the
+    skipped audio.
     """
 
     model: str
@@ -88,6 +92,7 @@ class EngineConfig:
     max_live_streams: int = 256
     max_symbols_per_step: int = 10
     vocabulary_cache_dir: str | None = None
+    leading_silence_dbfs: float | None = -45.0
 
     def __post_init__(self) -> None:
         if self.torch_threads < 1:
@@ -119,6 +124,8 @@ class EngineConfig:
             raise ValueError("max_live_streams must be >= 1")
         if self.max_symbols_per_step < 1:
             raise ValueError("max_symbols_per_step must be >= 1")
+        if self.leading_silence_dbfs is not None and self.leading_silence_dbfs > 0:
+            raise ValueError("leading_silence_dbfs must be <= 0 (or None)")
 
     def graph_params(self) -> GraphParams:
         """How vocabularies are compiled: ``biasing_graph_mode`` (``case_insensitive``, the default;
