@@ -13,18 +13,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 if TYPE_CHECKING:
     from backend.engine.types import EngineConfig
 
-from captions_model.paths import BUNDLED_LM_PATH, BUNDLED_MODEL_PATH, REPO_ROOT, resolve_lm
+from captions_model.paths import BUNDLED_MODEL_PATH, REPO_ROOT, resolve_lm
 
-__all__ = [
-    "BUNDLED_LM_PATH",
-    "BUNDLED_MODEL_PATH",
-    "REPO_ROOT",
-    "Settings",
-    "engine_config",
-    "get_settings",
-    "lm_path",
-    "resolve_lm",
-]
+__all__ = ["REPO_ROOT", "Settings", "engine_config", "get_settings", "lm_path"]
 
 
 class Settings(BaseSettings):

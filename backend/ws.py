@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import structlog
@@ -377,11 +378,11 @@ class CaptionSession:
         }
         audio_end_s = offset + self.decoded_s
 
-        def store_once() -> Any:
+        def store_once() -> Awaitable[Stored]:
             return self._store.store(self.session_id, fields, audio_end_s, self.seq)
 
         svc = self.svc
-        stored: Stored = await with_retries(
+        stored = await with_retries(
             svc.persist, svc.metrics.persist_failures, store_once, svc.settings.persist_attempts
         )
         self.finals += 1

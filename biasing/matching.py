@@ -8,7 +8,6 @@ position the longest spelling wins and matches do not overlap (leftmost-longest,
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 
 from biasing.terms import Term
 
-__all__ = ["Match", "TermMatcher", "canonical", "find_matches"]
+__all__ = ["Match", "TermFinder", "TermMatcher", "canonical", "find_matches"]
 
 _WORD_CHAR = re.compile(r"\w")
 
@@ -63,17 +62,22 @@ class TermMatcher:
         return found
 
 
-@functools.lru_cache(maxsize=32)
-def _term_matcher(terms: tuple[Term, ...]) -> tuple[TermMatcher, dict[str, str]]:
-    term_of: dict[str, str] = {}
-    for term in terms:
-        for spelling in (term.text, *term.alternates):
-            term_of.setdefault(canonical(spelling), term.text)
-    return TermMatcher(term_of), term_of
+class TermFinder:
+    """Which of a fixed list of terms occur in captions (by their text or an alternate spelling). Build it
+    once per list: ``find`` costs one scan of the caption, not of the list."""
+
+    def __init__(self, terms: Sequence[Term | str]) -> None:
+        self._term_of: dict[str, str] = {}
+        for term in (Term(t) if isinstance(t, str) else t for t in terms):
+            for spelling in (term.text, *term.alternates):
+                self._term_of.setdefault(canonical(spelling), term.text)
+        self._matcher = TermMatcher(self._term_of)
+
+    def find(self, text: str) -> list[str]:
+        """Texts of the terms occurring in ``text``, each once, in order of first occurrence."""
+        return list(dict.fromkeys(self._term_of[match.key] for match in self._matcher.find(text)))
 
 
 def find_matches(text: str, terms: Sequence[Term | str]) -> list[str]:
-    """Texts of the terms occurring (by their text or an alternate spelling) in ``text``, each once, in order
-    of first occurrence."""
-    matcher, term_of = _term_matcher(tuple(Term(t) if isinstance(t, str) else t for t in terms))
-    return list(dict.fromkeys(term_of[match.key] for match in matcher.find(text)))
+    """``TermFinder(terms).find(text)``, for one caption."""
+    return TermFinder(terms).find(text)

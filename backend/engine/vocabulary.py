@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from backend.engine.errors import EngineError
-from biasing.matching import find_matches
+from biasing.matching import TermFinder
 from biasing.terms import Term, normalize_terms
 
 if TYPE_CHECKING:
@@ -40,10 +40,11 @@ class Registration:
         self.model_id: int = lease.model_id
         self.refs = 0
         self.removed = False
+        self._finder = TermFinder(terms)
 
     def matched_terms(self, text: str) -> tuple[str, ...]:
         """The terms (by their listed spelling) that occur in ``text`` (``biasing.matching``'s rules)."""
-        return tuple(find_matches(text, self.terms))
+        return tuple(self._finder.find(text))
 
 
 class VocabularyHandle:

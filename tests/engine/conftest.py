@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 import pytest_asyncio
 import torch
 
-from backend.engine import Engine, EngineConfig
+from backend.engine import Engine, EngineConfig, Final, StreamOptions
+from captions_model.paths import BUNDLED_MODEL_PATH
 from tests.support.tiny_model import build_tiny_transducer
 
 torch.set_num_threads(1)
@@ -84,3 +86,29 @@ def random_terms(count: int, seed: int) -> list[str]:
         ]
         terms.add(" ".join(words))
     return sorted(terms)
+
+
+def normalised(text: str) -> str:
+    """Lower-case words only, for comparing transcripts."""
+    return " ".join(re.findall(r"[a-z']+", text.lower()))
+
+
+@asynccontextmanager
+async def bundled() -> AsyncIterator[Engine]:
+    """The bundled model in an engine with the default settings (skips when the model file is absent)."""
+    if not Path(BUNDLED_MODEL_PATH).is_file():
+        pytest.skip(f"{BUNDLED_MODEL_PATH} is not built yet")
+    async with running(EngineConfig(model=str(BUNDLED_MODEL_PATH))) as engine:
+        yield engine
+
+
+async def stream_finals(engine: Engine, audio: np.ndarray, chunk_s: float, decoding: str) -> list[Final]:
+    """Every final of one stream of ``audio`` (zero-padded to whole chunks), in order."""
+    samples = engine.chunk_samples(chunk_s)
+    padded = np.concatenate([audio, np.zeros(-len(audio) % samples, np.float32)])
+    stream = engine.open_stream(StreamOptions(chunk_s=chunk_s, decoding=decoding))  # type: ignore[arg-type]
+    finals: list[Final] = []
+    for start in range(0, len(padded), samples):
+        finals += (await stream.push(padded[start : start + samples])).finals
+    finals += (await stream.finish()).finals
+    return finals

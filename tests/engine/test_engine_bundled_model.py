@@ -8,24 +8,18 @@ random or broken decoding (repeated tokens, empty text, shifted audio) stays far
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 import pytest_asyncio
 
-from backend.engine import Engine, EngineConfig, StreamOptions
-from captions_model.paths import BUNDLED_MODEL_PATH
+from backend.engine import Engine
+from tests.engine.conftest import bundled, normalised, stream_finals
 from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
 SENTENCE = "The weather is quite pleasant today and the children are playing in the garden"
-
-
-def normalised(text: str) -> str:
-    return " ".join(re.findall(r"[a-z']+", text.lower()))
 
 
 @pytest.fixture(scope="module")
@@ -35,25 +29,12 @@ def speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
 
 @pytest_asyncio.fixture
 async def bundled_engine() -> AsyncIterator[Engine]:
-    if not Path(BUNDLED_MODEL_PATH).is_file():
-        pytest.skip(f"{BUNDLED_MODEL_PATH} is not built yet")
-    engine = Engine(EngineConfig(model=str(BUNDLED_MODEL_PATH)))
-    await engine.start()
-    try:
+    async with bundled() as engine:
         yield engine
-    finally:
-        await engine.stop()
 
 
 async def decode(engine: Engine, audio: np.ndarray, chunk_s: float, decoding: str) -> str:
-    samples = engine.chunk_samples(chunk_s)
-    padded = np.concatenate([audio, np.zeros(-len(audio) % samples, np.float32)])
-    stream = engine.open_stream(StreamOptions(chunk_s=chunk_s, decoding=decoding))  # type: ignore[arg-type]
-    texts = []
-    for start in range(0, len(padded), samples):
-        texts += [f.text for f in (await stream.push(padded[start : start + samples])).finals]
-    texts += [f.text for f in (await stream.finish()).finals]
-    return " ".join(texts)
+    return " ".join(final.text for final in await stream_finals(engine, audio, chunk_s, decoding))
 
 
 @pytest.mark.parametrize("decoding", ["greedy", "beam"])

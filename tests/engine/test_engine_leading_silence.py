@@ -10,16 +10,14 @@ clock."""
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 import pytest_asyncio
 
-from backend.engine import Engine, EngineConfig, Final, StreamOptions
-from captions_model.paths import BUNDLED_MODEL_PATH
+from backend.engine import Engine, Final
+from tests.engine.conftest import bundled, normalised, stream_finals
 from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
@@ -40,10 +38,6 @@ LEADS = [
 ]
 
 
-def normalised(text: str) -> str:
-    return " ".join(re.findall(r"[a-z']+", text.lower()))
-
-
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
     audio = spoken(SENTENCE, tmp_path_factory.mktemp("wav"))
@@ -52,25 +46,8 @@ def speech(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def bundled_engine() -> AsyncIterator[Engine]:
-    if not Path(BUNDLED_MODEL_PATH).is_file():
-        pytest.skip(f"{BUNDLED_MODEL_PATH} is not built yet")
-    engine = Engine(EngineConfig(model=str(BUNDLED_MODEL_PATH)))
-    await engine.start()
-    try:
+    async with bundled() as engine:
         yield engine
-    finally:
-        await engine.stop()
-
-
-async def finals(engine: Engine, audio: np.ndarray, chunk_s: float, decoding: str) -> list[Final]:
-    samples = engine.chunk_samples(chunk_s)
-    padded = np.concatenate([audio, np.zeros(-len(audio) % samples, np.float32)])
-    stream = engine.open_stream(StreamOptions(chunk_s=chunk_s, decoding=decoding))  # type: ignore[arg-type]
-    result: list[Final] = []
-    for start in range(0, len(padded), samples):
-        result += (await stream.push(padded[start : start + samples])).finals
-    result += (await stream.finish()).finals
-    return result
 
 
 def similarity(found: list[Final]) -> float:
@@ -86,7 +63,7 @@ async def test_no_stray_word_before_speech_that_follows_silence_or_faint_noise(
     for index, (lead_s, noise_rms, chunk_s, decoding) in enumerate(LEADS):
         lead = np.random.default_rng(index).standard_normal(round(lead_s * 16000)) * noise_rms
         audio = np.concatenate([lead.astype(np.float32), speech, np.zeros(16000, np.float32)])
-        found = await finals(bundled_engine, audio, chunk_s, decoding)
+        found = await stream_finals(bundled_engine, audio, chunk_s, decoding)
         case = f"{lead_s} s at RMS {noise_rms}, {chunk_s} s {decoding}"
         assert found, case
         # No final (a stray word, or the sentence led by one) starting within the lead, no one-word final
@@ -106,7 +83,7 @@ async def test_a_sentence_that_starts_at_once_keeps_its_first_word(
     bundled_engine: Engine, speech: np.ndarray, chunk_s: float, decoding: str
 ) -> None:
     audio = np.concatenate([speech, np.zeros(16000, np.float32)])
-    found = await finals(bundled_engine, audio, chunk_s, decoding)
+    found = await stream_finals(bundled_engine, audio, chunk_s, decoding)
     assert normalised(found[0].text).split()[0] == "the", [f.text for f in found]
     assert found[0].start_s < 0.2
     assert similarity(found) >= 0.6, [f.text for f in found]
