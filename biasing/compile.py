@@ -18,7 +18,7 @@ import numpy as np
 
 from biasing.graph import BoostingGraph, GraphMode, GraphParams
 from biasing.terms import Term, TermError, TermValidationError
-from biasing.tokenizer import WORD_BOUNDARY, SpanIndex, TokenizerAdapter, as_tokenizer, fold
+from biasing.tokenizer import WORD_BOUNDARY, GraphTokenizer, SpanIndex, as_tokenizer, fold
 
 UNREPRESENTABLE = "cannot be represented by the model's tokenizer (it has characters the model cannot emit)"
 
@@ -233,7 +233,7 @@ def _chain_arcs(
     return reachable[size]
 
 
-def _root_targets_chars(trie: _Trie, adapter: TokenizerAdapter, single_chars_only: bool) -> np.ndarray:
+def _root_targets_chars(trie: _Trie, adapter: GraphTokenizer, single_chars_only: bool) -> np.ndarray:
     """For each label: the longest suffix of its folded surface that is a state (the root if none)."""
     targets = np.zeros(adapter.vocab_size, dtype=np.int64)
     root_children = trie.children[0]
@@ -287,9 +287,7 @@ def _max_per_node(num_states: int, nodes: list[int], values: np.ndarray) -> np.n
     return best
 
 
-def _compile_variative(
-    terms: Sequence[Term], adapter: TokenizerAdapter, params: GraphParams
-) -> BoostingGraph:
+def _compile_variative(terms: Sequence[Term], adapter: GraphTokenizer, params: GraphParams) -> BoostingGraph:
     single_chars_only = params.mode is GraphMode.CHAR
     index = adapter.span_index(single_chars_only)
     trie, reach = _Trie(), [True]
@@ -339,7 +337,7 @@ def _compile_variative(
     return _assemble(trie, arcs, root_targets, potential, backoff_weight, fail, params)
 
 
-def _compile_tree(terms: Sequence[Term], adapter: TokenizerAdapter, params: GraphParams) -> BoostingGraph:
+def _compile_tree(terms: Sequence[Term], adapter: GraphTokenizer, params: GraphParams) -> BoostingGraph:
     trie = _Trie()
     spellings = [
         (position, text, term.weight)

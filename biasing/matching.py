@@ -77,6 +77,10 @@ class TermFinder:
         """Texts of the terms occurring in ``text``, each once, in order of first occurrence."""
         return list(dict.fromkeys(self._term_of[match.key] for match in self._matcher.find(text)))
 
+    def spans(self, text: str) -> list[Match]:
+        """Where the terms occur in ``text`` (``TermMatcher.find``'s rules)."""
+        return self._matcher.find(text)
+
 
 def find_matches(text: str, terms: Sequence[Term | str]) -> list[str]:
     """``TermFinder(terms).find(text)``, for one caption."""

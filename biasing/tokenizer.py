@@ -1,16 +1,18 @@
-"""A small adapter over the ASR model's SentencePiece tokenizer.
+"""The graph compiler's tokenizer interface, and its adapter over the ASR model's SentencePiece tokenizer.
 
-Accepts NeMo's ``SentencePieceTokenizer`` (its ``.tokenizer`` is the raw processor) or a raw
-``sentencepiece.SentencePieceProcessor``. The graph compiler needs only: the surface string of every label,
-greedy encoding, and an index from case-folded surfaces to labels.
+``as_tokenizer`` accepts NeMo's ``SentencePieceTokenizer`` (its ``.tokenizer`` is the raw processor), a raw
+``sentencepiece.SentencePieceProcessor``, or any object that already implements ``GraphTokenizer`` (e.g.
+``captions_model.whisper_tokens.WhisperTokenizerAdapter``). The graph compiler needs only: the surface string
+of every label, greedy encoding, and an index from case-folded surfaces to labels.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, overload, runtime_checkable
 
 import sentencepiece as spm
 
@@ -38,6 +40,47 @@ class SpanIndex:
 
     table: dict[str, tuple[int, ...]]
     max_len: int
+
+
+def build_span_index(surfaces: Sequence[str], single_chars_only: bool = False) -> SpanIndex:
+    """``SpanIndex`` over label surfaces ("" never matches; ``single_chars_only``: one-character ones)."""
+    grouped: dict[str, list[int]] = {}
+    for label, surface in enumerate(surfaces):
+        if not surface or (single_chars_only and len(surface) != 1):
+            continue
+        grouped.setdefault(fold(surface), []).append(label)
+    table: dict[str, tuple[int, ...]] = {key[:end]: () for key in grouped for end in range(1, len(key))}
+    table.update((key, tuple(labels)) for key, labels in grouped.items())
+    return SpanIndex(table, max((len(key) for key in grouped), default=0))
+
+
+@runtime_checkable
+class GraphTokenizer(Protocol):
+    """What the graph compiler and the term checks use of a tokenizer, over labels ``0..vocab_size-1``.
+
+    ``surfaces[i]``: label i's text with a word-start space written as ``WORD_BOUNDARY`` ("▁"), "" for labels
+    that never match a phrase. ``pieces``/``ids``: the greedy segmentation of a phrase spoken after a word
+    boundary (SentencePiece's dummy prefix; the first piece starts with "▁"). ``identity``: a content hash of
+    the tokenizer (part of cache keys)."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def surfaces(self) -> tuple[str, ...]: ...
+
+    @property
+    def identity(self) -> str: ...
+
+    def pieces(self, text: str) -> list[str]: ...
+
+    def ids(self, text: str) -> list[int]: ...
+
+    def pieces_batch(self, texts: list[str]) -> list[list[str]]: ...
+
+    def ids_batch(self, texts: list[str]) -> list[list[int]]: ...
+
+    def span_index(self, single_chars_only: bool = False) -> SpanIndex: ...
 
 
 class TokenizerAdapter:
@@ -100,14 +143,7 @@ class TokenizerAdapter:
             return index
 
     def _build_index(self, single_chars_only: bool) -> SpanIndex:
-        grouped: dict[str, list[int]] = {}
-        for label, surface in enumerate(self.surfaces):
-            if not surface or (single_chars_only and len(surface) != 1):
-                continue
-            grouped.setdefault(fold(surface), []).append(label)
-        table: dict[str, tuple[int, ...]] = {key[:end]: () for key in grouped for end in range(1, len(key))}
-        table.update((key, tuple(labels)) for key, labels in grouped.items())
-        return SpanIndex(table, max((len(key) for key in grouped), default=0))
+        return build_span_index(self.surfaces, single_chars_only)
 
 
 _ADAPTERS_LOCK = threading.Lock()
@@ -115,18 +151,29 @@ _ADAPTERS: dict[int, tuple[Any, TokenizerAdapter]] = {}
 _MAX_CACHED_ADAPTERS = 8
 
 
-def as_tokenizer(tokenizer: Any) -> TokenizerAdapter:
-    """Wrap a NeMo SentencePieceTokenizer or a raw SentencePieceProcessor (adapters are cached per object)."""
+@overload
+def as_tokenizer(tokenizer: TokenizerAdapter | spm.SentencePieceProcessor) -> TokenizerAdapter: ...
+
+
+@overload
+def as_tokenizer(tokenizer: GraphTokenizer) -> GraphTokenizer: ...
+
+
+def as_tokenizer(tokenizer: Any) -> GraphTokenizer:
+    """Wrap a NeMo SentencePieceTokenizer or a raw SentencePieceProcessor (adapters are cached per object);
+    an object that already implements ``GraphTokenizer`` is returned as it is."""
     if isinstance(tokenizer, TokenizerAdapter):
         return tokenizer
     if isinstance(tokenizer, spm.SentencePieceProcessor):
         processor, vocab_size = tokenizer, None
     elif isinstance(getattr(tokenizer, "tokenizer", None), spm.SentencePieceProcessor):
         processor, vocab_size = tokenizer.tokenizer, int(tokenizer.vocab_size)
+    elif isinstance(tokenizer, GraphTokenizer):
+        return tokenizer
     else:
         raise TypeError(
-            f"expected a SentencePiece tokenizer (NeMo SentencePieceTokenizer or SentencePieceProcessor), "
-            f"got {type(tokenizer).__name__}"
+            f"expected a SentencePiece tokenizer (NeMo SentencePieceTokenizer or SentencePieceProcessor) "
+            f"or a GraphTokenizer, got {type(tokenizer).__name__}"
         )
     with _ADAPTERS_LOCK:
         cached = _ADAPTERS.get(id(tokenizer))
@@ -139,7 +186,7 @@ def as_tokenizer(tokenizer: Any) -> TokenizerAdapter:
         return adapter
 
 
-def canonical_chain(adapter: TokenizerAdapter, text: str) -> tuple[str, int]:
+def canonical_chain(adapter: GraphTokenizer, text: str) -> tuple[str, int]:
     """The folded character chain of ``text`` as the model spells it, and its greedy (folded) token count."""
     pieces = adapter.pieces(fold(text))
     return fold("".join(pieces)), len(pieces)

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["BUNDLED_LM_PATH", "BUNDLED_MODEL_PATH", "REPO_ROOT", "resolve_lm"]
+__all__ = [
+    "BUNDLED_LM_PATH",
+    "BUNDLED_MODEL_PATH",
+    "FINAL_PASS_MODEL_PATH",
+    "REPO_ROOT",
+    "resolve_final_pass",
+    "resolve_lm",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_MODEL_PATH = REPO_ROOT / "models" / "captions-embedded.nemo"
 BUNDLED_LM_PATH = REPO_ROOT / "models" / "captions-embedded-lm.nemo"
+FINAL_PASS_MODEL_PATH = REPO_ROOT / "models" / "captions-final-pass.pt"
 
 
 def resolve_lm(model: str, lm: str) -> str | None:
@@ -20,3 +28,12 @@ def resolve_lm(model: str, lm: str) -> str | None:
         return lm
     bundled = Path(model).resolve() == BUNDLED_MODEL_PATH.resolve()
     return str(BUNDLED_LM_PATH) if bundled and BUNDLED_LM_PATH.is_file() else None
+
+
+def resolve_final_pass(model: str, final_pass: str) -> str:
+    """``final_pass`` is ``off``, ``decode`` or ``auto``: the second pass on with the bundled model (its
+    finals gain most from it; models/MODEL_CARD.md), off with a model someone chose, unless configured."""
+    if final_pass != "auto":
+        return final_pass
+    bundled = Path(model).resolve() == BUNDLED_MODEL_PATH.resolve()
+    return "decode" if bundled and FINAL_PASS_MODEL_PATH.is_file() else "off"

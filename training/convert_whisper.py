@@ -1,10 +1,8 @@
 """Read Whisper's encoder weights from a CTranslate2 ``model.bin`` into a PyTorch state dict.
 
-CTranslate2 has no API to read weights back, so this parses the binary format its writer
-(``ctranslate2/specs/model_spec.py``, binary version 6, little-endian) produces. The resulting state dict has
-the key names of :class:`captions_model.nemo_encoder.WhisperEncoder` (minus the trainable
-frame-stacking
-projection) and is float32.
+The binary format is parsed by :func:`captions_model.ctranslate2_format.read_ctranslate2`. The resulting state
+dict has the key names of :class:`captions_model.nemo_encoder.WhisperEncoder` (minus the trainable
+frame-stacking projection) and is float32.
 
 Usage::
 
@@ -14,45 +12,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import struct
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import torch
 
-_DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
-
-
-def _read_str(f: BinaryIO) -> str:
-    (n,) = struct.unpack("<H", f.read(2))
-    return f.read(n)[:-1].decode("utf-8")
-
-
-def read_ctranslate2(path: Path) -> dict[str, np.ndarray]:
-    """Return every variable of a CTranslate2 model file (version 6) as a numpy array, aliases resolved."""
-    out: dict[str, np.ndarray] = {}
-    with path.open("rb") as f:
-        (version,) = struct.unpack("<I", f.read(4))
-        if version != 6:
-            raise ValueError(f"expected CTranslate2 binary version 6, got {version}")
-        _read_str(f)
-        struct.unpack("<I", f.read(4))
-        (n_vars,) = struct.unpack("<I", f.read(4))
-        for _ in range(n_vars):
-            name = _read_str(f)
-            (ndim,) = struct.unpack("<B", f.read(1))
-            dims = struct.unpack(f"<{ndim}I", f.read(4 * ndim))
-            (dtype_id,) = struct.unpack("<B", f.read(1))
-            (nbytes,) = struct.unpack("<I", f.read(4))
-            if dtype_id not in _DTYPES:
-                raise ValueError(f"unsupported dtype id {dtype_id} for {name}")
-            out[name] = np.frombuffer(f.read(nbytes), dtype=_DTYPES[dtype_id]).reshape(dims)
-        (n_alias,) = struct.unpack("<I", f.read(4))
-        for _ in range(n_alias):
-            alias, target = _read_str(f), _read_str(f)
-            out[alias] = out[target]
-    return out
+from captions_model.ctranslate2_format import read_ctranslate2
 
 
 def whisper_encoder_state_dict(variables: dict[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], dict]:

@@ -15,11 +15,12 @@ PURE_MODULES = [
     "biasing.dot",
     "biasing.graph",
     "biasing.matching",
+    "biasing.scorer",
     "biasing.terms",
     "biasing.tokenizer",
     "biasing.worker",
 ]
-FORBIDDEN = {"torch", "nemo", "starlette", "sqlalchemy"}
+FORBIDDEN = {"torch", "nemo", "starlette", "sqlalchemy", "tokenizers"}
 
 
 def _modules_after_import(*modules: str) -> set[str]:
