@@ -82,6 +82,9 @@ async def metrics(request: Request) -> Response:
     m.batch_streams.set(stats.last_batch_streams)
     m.step_ms.set(stats.last_step_ms)
     m.queue_wait_ms.set(stats.queue_wait_ms)
+    for outcome, count in stats.final_pass_outcomes:
+        m.final_pass_finals.labels(outcome=outcome).set(count)
+    m.final_pass_ms.set(stats.final_pass_last_ms)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
 

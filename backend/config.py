@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 if TYPE_CHECKING:
     from backend.engine.types import EngineConfig
 
-from captions_model.paths import BUNDLED_MODEL_PATH, REPO_ROOT, resolve_lm
+from captions_model.paths import BUNDLED_MODEL_PATH, REPO_ROOT, resolve_final_pass, resolve_lm
 
 __all__ = ["REPO_ROOT", "Settings", "engine_config", "get_settings", "lm_path"]
 
@@ -52,6 +52,19 @@ class Settings(BaseSettings):
         description="Score added to every emitted token in beam search with the LM, against the LM's "
         "tendency to drop words (1.0: real speech 29.8 -> 23.7 % WER on the bundled model, synthetic sets "
         "level or better; 0: NeMo's fusion; models/MODEL_CARD.md).",
+    )
+    final_pass: Literal["auto", "off", "decode"] = Field(
+        "auto",
+        description="Second pass for finals: 'decode' (Whisper's own decoder re-reads each finished "
+        "utterance, boosted by the meeting's vocabulary; docs/architecture.md), 'off' (the streaming pass's "
+        "finals), or 'auto' (decode with the bundled model, off with any other model).",
+    )
+    final_pass_model: str | None = Field(
+        None, description="The second pass's model file (default: models/captions-final-pass.pt)."
+    )
+    final_pass_beam_size: int = Field(4, ge=1, le=16, description="Beams of the second pass.")
+    final_pass_alpha: float = Field(
+        1.5, ge=0, le=10, description="Weight of the meeting's vocabulary in the second pass."
     )
     device: str = Field("cpu", description="torch device for the decoder: cpu, cuda or cuda:N.")
     torch_threads: int = Field(1, ge=1, le=64, description="torch intra-op threads of the decode worker.")
@@ -105,8 +118,11 @@ class Settings(BaseSettings):
         16, ge=1, description="Password checks that may wait for a hashing thread; beyond, logins get 503."
     )
     persist_attempts: int = Field(
-        3, ge=1, le=10, description="Tries to store a caption (backoff 0.25 s, doubling) before the session "
-        "tells its client to resume later."
+        3,
+        ge=1,
+        le=10,
+        description="Tries to store a caption (backoff 0.25 s, doubling) before the session "
+        "tells its client to resume later.",
     )
     persist_not_ready_s: float = Field(
         30.0, gt=0, description="How long a failed caption write keeps /readyz false, unless one succeeds, s."
@@ -227,6 +243,10 @@ def engine_config(settings: Settings, **overrides: Any) -> EngineConfig:
         "right_context_s": settings.engine_right_context_s,
         "leading_silence_dbfs": settings.engine_leading_silence_dbfs,
         "vocabulary_cache_dir": str(settings.cache_dir),
+        "final_pass": resolve_final_pass(settings.model, settings.final_pass),
+        "final_pass_model": settings.final_pass_model,
+        "final_pass_beam_size": settings.final_pass_beam_size,
+        "final_pass_alpha": settings.final_pass_alpha,
     }
     unknown = set(overrides) - set(served)
     if unknown:

@@ -33,6 +33,16 @@ class Metrics:
             "captions_engine_batch_streams", "Streams in the last decode step", registry=r
         )
         self.step_ms = Gauge("captions_engine_step_ms", "Duration of the last decode step, ms", registry=r)
+        self.final_pass_finals = Gauge(
+            "captions_final_pass_finals",
+            "Finals the second pass handled, by outcome (second: its text kept; else the guard that kept the "
+            "first pass's text, or no_speech: dropped)",
+            ["outcome"],
+            registry=r,
+        )
+        self.final_pass_ms = Gauge(
+            "captions_final_pass_ms", "Second-pass time of the last step that refined finals, ms", registry=r
+        )
         self.queue_wait_ms = Gauge(
             "captions_engine_queue_wait_ms", "Chunk wait before its step, ms", registry=r
         )

@@ -23,7 +23,6 @@ log = get_logger(__name__)
 T = TypeVar("T")
 
 
-
 class PersistFailed(RuntimeError):
     """A caption could not be stored after every attempt."""
 

@@ -14,6 +14,14 @@ On CUDA the peak GPU memory of each run above what the engine held before it is 
     python bench/bench_engine.py                       # tiny random RNNT model (built in a temp dir)
     python bench/bench_engine.py --model models/captions-embedded.nemo --streams 1,8,32
     python bench/bench_engine.py --model m.nemo --device cuda --streams 128,1,64,32 --json rows.json
+
+``--final-passes off,decode`` runs every configuration once per second-pass mode (one engine each) and prints
+what the second pass for finals costs: RTFx with and without it and its decode-thread time per audio second.
+Babble rarely ends an utterance on a real model; ``--audio speech`` streams sentences spoken by espeak-ng with
+pauses between them, so every stream commits a final every few seconds, as in a meeting:
+
+    python bench/bench_engine.py --model models/captions-embedded.nemo --audio speech --streams 1,8 \
+        --chunks 1.12 --decodings beam --bias-modes none,registered --terms 200 --final-passes off,decode
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 if TYPE_CHECKING:
-    from backend.engine import Engine, VocabularyHandle
+    from backend.engine import Engine, EngineConfig, VocabularyHandle
 
 # torch, NeMo and the engine are imported where they are used: the engine's vocabulary compiler is a spawned
 # process, which imports this module again when it is the main script.
@@ -53,6 +61,8 @@ class Row:
     words: int = 0  # words in the finals (random models: a sanity check that decoding emits something)
     gpu_mb_per_stream: float | None = None
     cuda_graphs: str = "auto"
+    final_pass: str = "off"
+    finals: int = 0
 
     @property
     def biased(self) -> bool:
@@ -78,6 +88,34 @@ def babble(seed: int, seconds: float) -> np.ndarray:
         segments.append(segment + rng.uniform(0, 0.2) * rng.standard_normal(size))
         length += size
     return np.clip(np.concatenate(segments)[:total], -1, 1).astype(np.float32)
+
+
+SENTENCES = (
+    "The quarterly revenue grew by twelve percent compared with last year.",
+    "Please send the updated forecast to the finance team before Friday.",
+    "The patient will continue the current dose and return in two weeks.",
+    "We expect the new product line to launch early next spring.",
+    "Our operating margin improved because of lower shipping costs.",
+    "Start the antibiotic tonight and check the blood pressure tomorrow.",
+    "The board approved the budget for the new research center.",
+    "Could you repeat the last question about the customer numbers?",
+)
+
+
+def speech(seed: int, seconds: float) -> np.ndarray:
+    """Sentences spoken by espeak-ng with 1 s pauses (each ends an utterance), cut to ``seconds``."""
+    import tempfile as _tempfile
+
+    from tests.support.speech import spoken
+
+    pieces, total, index = [], 0, seed
+    with _tempfile.TemporaryDirectory() as work:
+        while total < seconds * 16000:
+            audio = spoken(SENTENCES[index % len(SENTENCES)], Path(work))
+            pieces.append(audio)
+            total += len(audio)
+            index += 1
+    return np.concatenate(pieces)[: round(seconds * 16000)].astype(np.float32)
 
 
 def random_terms(count: int, seed: int) -> list[str]:
@@ -143,7 +181,7 @@ async def run_config(
     device = engine.config.device
     cuda = device.startswith("cuda")
 
-    async def one(index: int) -> tuple[float, int]:
+    async def one(index: int) -> tuple[float, int, int]:
         own: VocabularyHandle | None = None
         vocabulary = None
         if bias == "registered":
@@ -152,15 +190,17 @@ async def run_config(
             own = vocabulary = await engine.load_vocabulary(random_terms(terms, seed=seed + index))
         stream = engine.open_stream(StreamOptions(chunk_s=chunk_s, decoding=decoding, vocabulary=vocabulary))  # type: ignore[arg-type]
         signal = audio[index % len(audio)]
-        words = 0
+        words = finals = 0
         for start in range(0, len(signal) - samples + 1, samples):
             result = await stream.push(signal[start : start + samples])
             words += sum(len(final.text.split()) for final in result.finals)
+            finals += len(result.finals)
         result = await stream.finish()
         words += sum(len(final.text.split()) for final in result.finals)
+        finals += len(result.finals)
         if own is not None:
             own.release()
-        return result.audio_decoded_s, words
+        return result.audio_decoded_s, words, finals
 
     base = 0
     if cuda:
@@ -177,15 +217,43 @@ async def run_config(
         chunk_s,
         decoding,
         bias,
-        float(sum(d for d, _ in done)),
+        float(sum(d for d, _, _ in done)),
         wall_s,
-        sum(w for _, w in done),
+        sum(w for _, w, _ in done),
         per_stream_mb,
         cuda_graphs,
+        engine.config.final_pass,
+        sum(f for _, _, f in done),
     )
 
 
+def print_final_pass_table(rows: list[Row]) -> None:
+    """RTFx without and with the second pass, and its decode-thread time per audio second."""
+    off = {(r.streams, r.chunk_s, r.decoding, r.bias): r for r in rows if r.final_pass == "off"}
+    on = [r for r in rows if r.final_pass != "off"]
+    if not off or not on:
+        return
+    print()
+    print(
+        "| streams | chunk s | decoding | bias | finals | RTFx, 2nd pass off | RTFx, on | on/off | "
+        "2nd pass ms per audio s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in sorted(on, key=lambda r: (r.streams, r.chunk_s, r.decoding, r.bias)):
+        base = off.get((row.streams, row.chunk_s, row.decoding, row.bias))
+        if base is None:
+            continue
+        cost_ms = 1000.0 * (row.wall_s - base.wall_s * row.audio_s / base.audio_s) / row.audio_s
+        print(
+            f"| {row.streams} | {row.chunk_s} | {row.decoding} | {row.bias} | {row.finals} | {base.rtfx:.1f} "
+            f"| {row.rtfx:.1f} | {row.rtfx / base.rtfx:.2f} | {cost_ms:.1f} |"
+        )
+
+
 def print_table(rows: list[Row]) -> None:
+    print_final_pass_table(rows)
+    first_mode = rows[0].final_pass if rows else "off"
+    rows = [r for r in rows if r.final_pass == first_mode]
     by_key = {(r.streams, r.chunk_s, r.decoding, r.bias): r for r in rows}
     modes = [m for m in BIAS_MODES if m != "none" and any(r.bias == m for r in rows)]
     print()
@@ -228,7 +296,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
     (counted from the call) are left out."""
     import torch
 
-    from backend.engine import Engine, EngineConfig
+    from backend.engine import EngineConfig
     from captions_model.paths import resolve_lm
     from tests.support.tiny_model import build_tiny_transducer
 
@@ -245,7 +313,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
     unknown = set(modes) - set(BIAS_MODES)
     if unknown:
         raise ValueError(f"unknown bias modes {sorted(unknown)}; known: {BIAS_MODES}")
-    config = EngineConfig(
+    configs = [replace(EngineConfig(
         model=model,
         device=args.device,
         torch_threads=args.threads,
@@ -257,7 +325,27 @@ async def run(args: argparse.Namespace) -> list[Row]:
         right_context_s=args.right_context,
         lm_path=resolve_lm(model, args.lm),
         lm_alpha=args.lm_alpha,
-    )
+    ), final_pass=mode) for mode in args.final_passes.split(",")]  # fmt: skip
+    rows: list[Row] = []
+    for config in configs:
+        rows += await run_engine(args, config, stream_counts, chunk_sizes, decodings, modes, deadline)
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_json() for r in rows], indent=1), encoding="utf-8")
+    return rows
+
+
+async def run_engine(
+    args: argparse.Namespace,
+    config: EngineConfig,
+    stream_counts: list[int],
+    chunk_sizes: list[float],
+    decodings: list[str],
+    modes: list[str],
+    deadline: float | None,
+) -> list[Row]:
+    """Every configuration on one engine built from ``config``."""
+    from backend.engine import Engine
+
     with cuda_graphs_mode(args.cuda_graphs):
         engine = Engine(config)
         await engine.start()
@@ -275,7 +363,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
                 f"{time.perf_counter() - started:.1f} s",
                 flush=True,
             )
-        audio = [babble(seed, args.seconds) for seed in range(8)]
+        source = speech if args.audio == "speech" else babble
+        audio = [source(seed, args.seconds) for seed in range(8)]
         nocache_seed = 1_000_000
         plan = [  # stream counts outermost, in the order given: a spent budget leaves out the last ones
             (streams, decoding, chunk_s, bias)
@@ -302,7 +391,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
             memory = f"  {row.gpu_mb_per_stream:7.1f} MB/stream" if row.gpu_mb_per_stream else ""
             print(
                 f"{decoding:6s} chunk {chunk_s:.2f} s  streams {streams:3d}  {bias:10s}  "
-                f"RTFx {row.rtfx:8.1f}  words {row.words:5d}{memory}",
+                f"2nd pass {config.final_pass:6s}  RTFx {row.rtfx:8.1f}  words {row.words:5d}  "
+                f"finals {row.finals:4d}{memory}",
                 flush=True,
             )
         for handle in handles:
@@ -310,8 +400,6 @@ async def run(args: argparse.Namespace) -> list[Row]:
     finally:
         await engine.stop()
         del engine
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.to_json() for r in rows], indent=1), encoding="utf-8")
     return rows
 
 
@@ -355,6 +443,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--budget-s", type=float, default=0.0, help="start no configuration after this (0: no limit)"
     )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--final-passes", default="off", help="second pass for finals: off, decode or off,decode (compared)"
+    )
+    parser.add_argument("--audio", default="babble", choices=["babble", "speech"], help="what streams send")
     return parser.parse_args(argv)
 
 

@@ -79,6 +79,9 @@ def served_engine_config(args: argparse.Namespace) -> EngineConfig:
         "right_context_s": args.right_context,
         "lm_alpha": args.lm_alpha,
         "lm_token_bonus": args.lm_token_bonus,
+        "final_pass": getattr(args, "final_pass", None),
+        "final_pass_alpha": getattr(args, "final_pass_alpha", None),
+        "final_pass_beam_size": getattr(args, "final_pass_beam", None),
     }
     overrides = {name: value for name, value in flags.items() if value is not None}
     if args.lm is not None:
@@ -93,7 +96,8 @@ def describe(base: EngineConfig, args: argparse.Namespace) -> str:
     return (
         f"settings: beam {base.beam_size}, LM {base.lm_path or 'none'} (weight {base.lm_alpha:g}, "
         f"token bonus {base.lm_token_bonus:g}), biasing alpha {alpha}, tau {tau}, "
-        f"context {base.left_context_s:g} s + {base.right_context_s:g} s, threads {base.torch_threads}"
+        f"context {base.left_context_s:g} s + {base.right_context_s:g} s, threads {base.torch_threads}, "
+        f"second pass {base.final_pass} (beam {base.final_pass_beam_size}, alpha {base.final_pass_alpha:g})"
     )
 
 
@@ -142,17 +146,25 @@ def run(args: argparse.Namespace) -> int:
         "lm_path": base.lm_path,
         "lm_alpha": base.lm_alpha,
         "lm_token_bonus": base.lm_token_bonus,
+        "final_pass": base.final_pass,
+        "final_pass_alpha": base.final_pass_alpha,
+        "final_pass_beam_size": base.final_pass_beam_size,
         "wall_s": time.monotonic() - started,
         "argv": sys.argv[1:],
         "model_sha256": hashlib.sha256(args.model.read_bytes()).hexdigest(),
         "model_mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(args.model.stat().st_mtime)),
     }
+    meta["final_pass_outcomes"] = {o.config.name: dict(o.final_pass_outcomes) for o in outputs}
     write_outputs(rows, outputs, eval_set, args.out, meta)
     plot_path = args.plot or args.out / "wer_vs_f.png"
     plot(
         rows, plot_path, f"{Path(args.model).name}: {len(eval_set.items)} utterances, {audio_s / 60:.1f} min"
     )
     print(table(rows))
+    for output in outputs:
+        if output.final_pass_outcomes:
+            decisions = ", ".join(f"{name} {n}" for name, n in output.final_pass_outcomes)
+            print(f"second pass, {output.config.name}: {decisions}")
     print(f"wrote {args.out}/results.csv, results.json, hyps/ and {plot_path}")
     return 0
 
@@ -229,6 +241,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--lm-alpha", type=float, default=None, help="LM weight in beam search")
     r.add_argument("--lm-token-bonus", type=float, default=None, help="per-token score with the LM")
+    r.add_argument(
+        "--final-pass", choices=("off", "decode"), default=None, help="second pass for finals (service's)"
+    )
+    r.add_argument("--final-pass-alpha", type=float, default=None, help="vocabulary weight, second pass")
+    r.add_argument("--final-pass-beam", type=int, default=None, help="beams of the second pass")
     r.add_argument("--left-context", type=float, default=None, help="s re-encoded before each chunk")
     r.add_argument("--right-context", type=float, default=None, help="s of look-ahead")
     r.add_argument("--out", type=Path, default=Path("var/eval/run"), help="results directory")

@@ -111,6 +111,7 @@ class RunOutput:
     vocab_wall_s: float = 0.0
     audio_s: float = 0.0
     skipped: str | None = None
+    final_pass_outcomes: tuple[tuple[str, int], ...] = ()  # the second pass's decisions in this run
 
     @property
     def rtfx(self) -> float:
@@ -200,6 +201,7 @@ async def run_config(
         async with limit:
             return await decode_stream(engine, audio[item.utt_id], options, progress)
 
+    before = dict(engine.stats().final_pass_outcomes)
     started = time.monotonic()
     try:
         hyps = await asyncio.gather(*(one(item) for item in eval_set.items))
@@ -208,7 +210,9 @@ async def run_config(
             handle.release()
     decode_wall_s = time.monotonic() - started
     audio_s = sum(len(audio[item.utt_id]) for item in eval_set.items) / SAMPLE_RATE_HZ
-    return RunOutput(config, tuple(hyps), decode_wall_s, vocab_wall_s, audio_s)
+    after = engine.stats().final_pass_outcomes
+    outcomes = tuple((name, n - before.get(name, 0)) for name, n in after if n > before.get(name, 0))
+    return RunOutput(config, tuple(hyps), decode_wall_s, vocab_wall_s, audio_s, None, outcomes)
 
 
 def group_by_engine(configs: Sequence[RunConfig]) -> list[tuple[RunConfig, list[RunConfig]]]:

@@ -240,8 +240,14 @@ def test_term_hits_filtered_by_vocabulary_count_only_its_meetings(
                 await session.flush()
                 session.add_all(
                     CaptionSegment(
-                        meeting_id=meeting_id, session_id=stream, seq=n, text="linezolid",
-                        start_s=0.0, end_s=1.0, words=[], matched_terms=["linezolid"],
+                        meeting_id=meeting_id,
+                        session_id=stream,
+                        seq=n,
+                        text="linezolid",
+                        start_s=0.0,
+                        end_s=1.0,
+                        words=[],
+                        matched_terms=["linezolid"],
                     )
                     for n in range(count)
                 )

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from backend.engine.beam_streams import BeamStreams
+from backend.engine.final_pass import FinalPass, FinalPassConfig
 from backend.engine.nemo_pipelines import (
     ChunkPipeline,
     build_buffered_pipeline,
@@ -57,6 +58,9 @@ class StreamDecoder:
             self._beam = BeamStreams(config, self.wrapper, self.multi_model)
             for chunk_s in config.allowed_chunk_s:
                 self._pipelines[(chunk_s, "beam")] = build_buffered_pipeline(config, self.wrapper, chunk_s)
+        self.final_pass: FinalPass | None = None
+        if config.final_pass != "off":
+            self.final_pass = FinalPass(final_pass_config(config))
 
     @property
     def decodings(self) -> tuple[str, ...]:
@@ -77,6 +81,9 @@ class StreamDecoder:
         groups: dict[tuple[float, str], list[int]] = defaultdict(list)
         for index, item in enumerate(items):
             groups[(item.chunk_s, item.decoding)].append(index)
+        if self.final_pass is not None:
+            for item in items:
+                self.final_pass.observe(item)
         outputs: list[StepOutput | None] = [None] * len(items)
         for key, indices in groups.items():
             chunk_pipeline = self.chunk_pipeline(*key)
@@ -92,7 +99,11 @@ class StreamDecoder:
                 outputs[index] = result
                 if item.is_last:
                     self._biasing.pop(item.stream_id, None)
-        return [output for output in outputs if output is not None]
+        done = [output for output in outputs if output is not None]
+        if self.final_pass is not None:
+            with torch.inference_mode():
+                done = self.final_pass.refine(items, done)
+        return done
 
     def drop_stream(self, stream_id: int, chunk_s: float, decoding: str) -> None:
         """Free everything NeMo holds for a stream that will never send its last chunk (abort)."""
@@ -101,11 +112,14 @@ class StreamDecoder:
         self._biasing.pop(stream_id, None)
         if self._beam is not None:
             self._beam.drop(stream_id)
+        if self.final_pass is not None:
+            self.final_pass.forget(stream_id)
 
     def live_stream_count(self) -> int:
         """Streams with decoder state (NeMo pipeline states, audio buffers, beam states), for leak checks."""
         beam_streams = self._beam.live_stream_count() if self._beam is not None else 0
-        return sum(p.stream_count() for p in self._pipelines.values()) + beam_streams
+        audio = self.final_pass.stream_count() if self.final_pass is not None else 0
+        return sum(p.stream_count() for p in self._pipelines.values()) + beam_streams + audio
 
     def warm_up(self) -> None:
         """Run one short stream through every pipeline so the first real step is not slow."""
@@ -114,6 +128,8 @@ class StreamDecoder:
             silence = np.zeros(chunk_pipeline.chunk_samples, dtype=np.float32)
             self.step([StepItem(stream_id, chunk_s, decoding, silence, is_first=True, is_last=False)])
             self.step([StepItem(stream_id, chunk_s, decoding, None, is_first=False, is_last=True)])
+        if self.final_pass is not None:
+            self.final_pass.warm_up()
 
     def _frame(self, chunk_pipeline: ChunkPipeline, item: StepItem) -> Any:
         from nemo.collections.asr.inference.streaming.framing.request_options import ASRRequestOptions
@@ -147,6 +163,17 @@ class StreamDecoder:
             device = hyp_state.fusion_state_list[fusion_index].device
             init = self.multi_model.get_init_states(batch_size=1, bos=True)[0]
             hyp_state.fusion_state_list[fusion_index] = init.to(device)
+
+
+def final_pass_config(config: EngineConfig) -> FinalPassConfig:
+    """The second pass's settings from the engine's (the bundled model file unless one is named)."""
+    from captions_model.paths import FINAL_PASS_MODEL_PATH
+
+    return FinalPassConfig(
+        model=config.final_pass_model or str(FINAL_PASS_MODEL_PATH),
+        beam_size=config.final_pass_beam_size,
+        biasing_alpha=config.final_pass_alpha,
+    )
 
 
 def _biasing_cfg(model_id: int) -> Any:

@@ -170,6 +170,7 @@ class Engine:
     def stats(self) -> EngineStats:
         """A snapshot for /metrics."""
         lags = [stream.received_s - stream.audio_decoded_s for stream in self._streams.values()]
+        final_pass = self._decoder.final_pass if self._decoder is not None else None
         return EngineStats(
             ready=self.ready,
             live_streams=len(self._streams),
@@ -180,6 +181,8 @@ class Engine:
             max_lag_s=max(lags, default=0.0),
             steps_total=self._steps_total,
             registered_vocabularies=len(self._registry),
+            final_pass_outcomes=tuple(sorted(dict(final_pass.outcomes).items())) if final_pass else (),
+            final_pass_last_ms=final_pass.last_ms if final_pass else 0.0,
         )
 
     async def load_vocabulary(self, terms: Sequence[Any]) -> VocabularyHandle:
@@ -198,9 +201,16 @@ class Engine:
         registration = self._registry.lookup_and_ref(key)
         if registration is None:
             compiled = await loop.run_in_executor(self._compile_executor, biasing.compile, terms_n)
+            final_vocabulary = None
+            if decoder.final_pass is not None:  # the same list, compiled for the second pass's tokens
+                final_vocabulary = await loop.run_in_executor(
+                    self._compile_executor, decoder.final_pass.compile, terms_n, self.config.graph_params()
+                )
             self._require_ready()
             lease = await loop.run_in_executor(self._decode_executor, self._register, compiled)
-            registration = self._registry.add(Registration(key, terms_n, lease))
+            new = Registration(key, terms_n, lease)
+            new.final_vocabulary = final_vocabulary
+            registration = self._registry.add(new)
             if registration.lease is not lease:  # an identical list was registered meanwhile
                 self._schedule_unregister(lease)
         return VocabularyHandle(self._registry, registration)

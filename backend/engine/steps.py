@@ -17,7 +17,8 @@ NO_BIASING = -1
 class StepItem:
     """One stream's work in a step: a chunk of exactly ``chunk_samples`` float32 samples, or (``samples``
     None) the flush that ends the stream. ``model_id`` is the stream's biasing model id (-1: none);
-    a new ``biasing_generation`` (the stream's vocabulary was set again) restarts its biasing state."""
+    a new ``biasing_generation`` (the stream's vocabulary was set again) restarts its biasing state.
+    ``final_vocabulary``: the vocabulary as the second pass applies it (``final_pass.FinalVocabulary``)."""
 
     stream_id: int
     chunk_s: float
@@ -27,6 +28,7 @@ class StepItem:
     is_last: bool
     model_id: int = NO_BIASING
     biasing_generation: int = 0
+    final_vocabulary: Any = None
 
 
 @dataclass(frozen=True)

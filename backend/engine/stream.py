@@ -167,6 +167,7 @@ class EngineStream:
             is_last=samples is None,
             model_id=model_id,
             biasing_generation=self._biasing_generation,
+            final_vocabulary=self._registration.final_vocabulary if self._registration is not None else None,
         )
 
     def on_step(self, item: StepItem, output: StepOutput) -> StepResult:
@@ -186,7 +187,7 @@ class EngineStream:
         )
         matched = registration.matched_terms(final.text) if registration is not None else ()
         start_s, end_s = min(final.start_s + shift, limit), min(final.end_s + shift, limit)
-        return Final(final.text, start_s, end_s, words, matched)
+        return Final(final.text, start_s, end_s, words, matched, final.source)
 
     def _close(self, status: StreamStatus) -> None:
         if self.status is not StreamStatus.OPEN:

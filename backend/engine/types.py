@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from biasing.graph import GraphParams
 
 SAMPLE_RATE_HZ = 16000
+FINAL_PASS_MODES = ("off", "decode")
 ENCODER_FRAME_S = 0.08
 
 
@@ -71,6 +72,9 @@ class EngineConfig:
     decode everything). The Transducer, started from its initial state on silence or faint noise, emits a
     stray word ("To a", "I'm") at 0.0 s; the decoder starts at the first louder chunk and times keep the
     skipped audio.
+    ``final_pass``: ``off`` or ``decode`` (each final re-read by Whisper's own decoder, boosted by the
+    stream's vocabulary: ``backend.engine.final_pass``) with the model file ``final_pass_model`` (None: the
+    bundled one), ``final_pass_beam_size`` beams and biasing weight ``final_pass_alpha``.
     """
 
     model: str
@@ -93,6 +97,10 @@ class EngineConfig:
     max_symbols_per_step: int = 10
     vocabulary_cache_dir: str | None = None
     leading_silence_dbfs: float | None = -45.0
+    final_pass: str = "off"
+    final_pass_model: str | None = None
+    final_pass_beam_size: int = 4
+    final_pass_alpha: float = 1.5
 
     def __post_init__(self) -> None:
         if self.torch_threads < 1:
@@ -126,6 +134,12 @@ class EngineConfig:
             raise ValueError("max_symbols_per_step must be >= 1")
         if self.leading_silence_dbfs is not None and self.leading_silence_dbfs > 0:
             raise ValueError("leading_silence_dbfs must be <= 0 (or None)")
+        if self.final_pass not in FINAL_PASS_MODES:
+            raise ValueError(f"final_pass must be one of {FINAL_PASS_MODES}, got {self.final_pass!r}")
+        if self.final_pass_beam_size < 1:
+            raise ValueError("final_pass_beam_size must be >= 1")
+        if self.final_pass_alpha < 0:
+            raise ValueError("final_pass_alpha must be >= 0")
 
     def graph_params(self) -> GraphParams:
         """How vocabularies are compiled: ``biasing_graph_mode`` (``case_insensitive``, the default;
@@ -165,6 +179,8 @@ class Final:
     """A committed utterance (never revised). Times in seconds from the start of the stream.
 
     ``matched_terms``: the stream's vocabulary terms that occur in ``text`` (case-insensitive, whole words).
+    ``source``: the pass whose text this is: ``first`` (the streaming Transducer) or ``second`` (Whisper's
+    decoder re-read the utterance).
     """
 
     text: str
@@ -172,6 +188,7 @@ class Final:
     end_s: float
     words: tuple[Word, ...] = ()
     matched_terms: tuple[str, ...] = ()
+    source: str = "first"
 
 
 @dataclass(frozen=True)
@@ -186,7 +203,10 @@ class StepResult:
 
 @dataclass(frozen=True)
 class EngineStats:
-    """A snapshot for /metrics. ``max_lag_s``: largest (audio received - audio decoded) over live streams."""
+    """A snapshot for /metrics. ``max_lag_s``: largest (audio received - audio decoded) over live streams.
+    ``final_pass_outcomes``: finals the second pass handled so far, by outcome (``second``: its text was
+    kept; otherwise the guard that kept the first pass's text, or ``no_speech``: dropped);
+    ``final_pass_last_ms``: the last step's second-pass time."""
 
     ready: bool
     live_streams: int
@@ -197,3 +217,5 @@ class EngineStats:
     max_lag_s: float
     steps_total: int
     registered_vocabularies: int
+    final_pass_outcomes: tuple[tuple[str, int], ...] = ()
+    final_pass_last_ms: float = 0.0

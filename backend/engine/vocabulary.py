@@ -41,6 +41,7 @@ class Registration:
         self.refs = 0
         self.removed = False
         self._finder = TermFinder(terms)
+        self.final_vocabulary: Any = None  # the second pass's graph, when the engine runs one
 
     def matched_terms(self, text: str) -> tuple[str, ...]:
         """The terms (by their listed spelling) that occur in ``text`` (``biasing.matching``'s rules)."""

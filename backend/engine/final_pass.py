@@ -1,0 +1,424 @@
+"""The second pass for finals: Whisper's own pretrained decoder re-reads each finished utterance (issue 24).
+
+The streaming Transducer (first pass) gives partials and decides where an utterance ends. When a step
+commits finals, this module takes each final's audio (kept per stream on the decode thread), encodes each
+with Whisper's encoder (the utterance followed by ``pad_s`` seconds of silence: an unpadded window with no
+trailing silence makes Whisper loop), and decodes all of the step's utterances in one batched beam search
+with Whisper's decoder, each boosted by its own stream's vocabulary (the same case-insensitive TurboBias
+graph, compiled for Whisper's byte-level BPE tokens; ``biasing.scorer``).
+
+Guards (each a measured rule; ``FinalPassConfig``): the second pass's text replaces the first pass's only when
+- the utterance fits Whisper's 30 s window (with the padding) and its audio is at least ``min_window_s`` long
+  (the streaming pass sometimes commits one word at a stream's start on a 0.5 s window, which Whisper cannot
+  judge: it called 10 of them "no speech" on the keyword dev set at 0.56 s chunks, "I" of "I will now" among
+  them);
+- Whisper is not unsure (average log-probability per token >= ``min_avg_logprob``);
+- it did not run into the token limit the audio allows, and does not repeat itself (a word n-gram repeated
+  back to back, or text that compresses too well);
+- it agrees with the first pass enough (their word error rate, lower-cased, <= ``max_disagreement``);
+- no vocabulary term the first pass found is lost (where the second pass lost one, the first pass's words
+  around it are put back: ``splice_terms``).
+Otherwise the first pass's final stands (``source="first"``). When Whisper says there was no speech
+(no-speech probability >= ``no_speech_prob`` and average log-probability < ``no_speech_logprob``, Whisper's
+own rule), the final is dropped: silence gives no final.
+
+The text is written in the first pass's style (``captions_model.spoken_form``: cased, ``, . ? ! ' -``,
+numbers as words). Word times come from the first pass: the two texts are aligned word by word; a word the
+second pass added takes a share of its neighbours' span.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from backend.engine.steps import StepItem, StepOutput
+from backend.engine.types import SAMPLE_RATE_HZ, Final, Word
+
+_WORD = re.compile(r"[a-z0-9']+")
+KEEP_BEFORE_S = 0.5  # audio kept before the first pass's first word
+KEEP_AFTER_S = 0.5  # and after its last (the end of utterance follows >= 0.8 s of silence)
+MAX_WINDOW_S = 30.0  # Whisper's window
+
+
+@dataclass(frozen=True)
+class FinalPassConfig:
+    """How the second pass runs and when its text is kept. Defaults are the measured operating point
+    (models/MODEL_CARD.md, "Second pass")."""
+
+    model: str
+    beam_size: int = 4
+    biasing_alpha: float = 1.5
+    pad_s: float = 2.0
+    min_avg_logprob: float = -2.0
+    no_speech_prob: float = 0.6
+    no_speech_logprob: float = -1.0
+    max_disagreement: float = 0.6
+    max_words_per_s: float = 6.0
+    max_compression: float = 2.4
+    min_window_s: float = 1.0
+    int8_decoder: bool = True
+
+
+@dataclass
+class _StreamAudio:
+    """A stream's recent audio as the decoder saw it; sample 0 of ``samples`` is stream sample ``start``."""
+
+    samples: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    start: int = 0
+    cut: int = 0  # where the last refined utterance's audio ended
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.samples)
+
+    def append(self, chunk: np.ndarray, keep: int) -> None:
+        self.samples = np.concatenate([self.samples, chunk])
+        excess = len(self.samples) - keep
+        if excess > 0:
+            self.samples = self.samples[excess:]
+            self.start += excess
+
+    def window(self, first: int, last: int) -> np.ndarray:
+        first, last = max(first, self.start), min(last, self.end)
+        return self.samples[first - self.start : max(first, last) - self.start]
+
+
+@dataclass(frozen=True)
+class FinalVocabulary:
+    """A stream's vocabulary as the second pass uses it: the graph compiled for Whisper's tokens (applied by
+    a ``biasing.scorer.GraphScorer``) and the term finder that checks no term the first pass found is lost."""
+
+    scorer: Any
+    finder: Any
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """What the second pass decided for one final (for tests, logs and the evaluation)."""
+
+    final: Final | None
+    reason: str  # "second", or why the first pass's text stands / the final was dropped
+    second_text: str = ""
+
+
+class FinalPass:
+    """Per-stream audio and the batched second pass (decode thread only, like ``StreamDecoder``)."""
+
+    def __init__(self, config: FinalPassConfig) -> None:
+        from captions_model.whisper_final import FinalPassModel
+        from captions_model.whisper_tokens import WhisperTokenizerAdapter
+
+        self.config = config
+        self.model = FinalPassModel.load(config.model, int8_decoder=config.int8_decoder)
+        self.adapter = WhisperTokenizerAdapter(
+            self.model.tokenizer, self.model.text_token_limit, vocab_size=self.model.vocab_size
+        )
+        self._audio: dict[int, _StreamAudio] = {}
+        self._keep = int(MAX_WINDOW_S * SAMPLE_RATE_HZ)
+        self.last_ms = 0.0
+        self.outcomes: dict[str, int] = {}  # read by the event loop for /metrics (ints: no torn reads)
+
+    def observe(self, item: StepItem) -> None:
+        """Keep the chunk a step is about to decode (the time base of the first pass's finals)."""
+        if item.samples is None:
+            return
+        audio = self._audio.setdefault(item.stream_id, _StreamAudio())
+        audio.append(item.samples, self._keep)
+
+    def warm_up(self) -> None:
+        """One short utterance through the encoder and the decoder, so the first real final is not slow."""
+        tone = 0.1 * np.sin(np.arange(SAMPLE_RATE_HZ) * 2 * np.pi * 220 / SAMPLE_RATE_HZ).astype(np.float32)
+        self.refine_many([(Final("A tone.", 0.0, 1.0), tone, None)])
+        self.outcomes.clear()
+
+    def forget(self, stream_id: int) -> None:
+        self._audio.pop(stream_id, None)
+
+    def stream_count(self) -> int:
+        return len(self._audio)
+
+    def refine(self, items: list[StepItem], outputs: list[StepOutput]) -> list[StepOutput]:
+        """The step's outputs with every final refined; streams whose last chunk this was are forgotten."""
+        jobs: list[tuple[int, int, Final, np.ndarray]] = []  # (output index, final index, final, audio)
+        for index, (item, output) in enumerate(zip(items, outputs, strict=True)):
+            audio = self._audio.get(item.stream_id)
+            if audio is None:
+                continue
+            for final_index, final in enumerate(output.finals):
+                first = max(audio.cut, int((final.start_s - KEEP_BEFORE_S) * SAMPLE_RATE_HZ))
+                last = audio.end if item.is_last else int((final.end_s + KEEP_AFTER_S) * SAMPLE_RATE_HZ)
+                last = max(last, first)
+                jobs.append((index, final_index, final, audio.window(first, last)))
+                audio.cut = min(last, audio.end)
+        results: dict[tuple[int, int], Refinement] = {}
+        if jobs:
+            started = time.perf_counter()
+            refinements = self.refine_many(
+                [(final, samples, items[i].final_vocabulary) for i, _, final, samples in jobs]
+            )
+            self.last_ms = (time.perf_counter() - started) * 1000.0
+            for (index, final_index, _, _), refinement in zip(jobs, refinements, strict=True):
+                results[(index, final_index)] = refinement
+                self.outcomes[refinement.reason] = self.outcomes.get(refinement.reason, 0) + 1
+        for item in items:
+            if item.is_last:
+                self.forget(item.stream_id)
+        if not results:
+            return outputs
+        refined_outputs = []
+        for index, output in enumerate(outputs):
+            finals = []
+            for final_index, final in enumerate(output.finals):
+                found = results.get((index, final_index))
+                if found is None:
+                    finals.append(final)
+                elif found.final is not None:
+                    finals.append(found.final)
+            refined_outputs.append(replace(output, finals=tuple(finals)))
+        return refined_outputs
+
+    def compile(self, terms: tuple[Any, ...], params: Any) -> FinalVocabulary:
+        """A vocabulary for the second pass (compile thread): the same graph, over Whisper's tokens."""
+        from biasing.compile import build_graph
+        from biasing.matching import TermFinder
+        from biasing.scorer import GraphScorer
+
+        graph = build_graph(list(terms), self.adapter, params)
+        return FinalVocabulary(GraphScorer(graph, self.config.biasing_alpha, end="refund"), TermFinder(terms))
+
+    def _encode(self, utterances: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each utterance encoded on its own, then stacked (zero past each length) for one batched decode.
+
+        The model runs on the CPU, where a batched encoder call costs the same per utterance (measured:
+        ``OFFLINE_DATA.md``) and its padded shapes change the float sums slightly, which the int8 decoder
+        can turn into another word: one call per utterance keeps a stream's final independent of who else
+        ended an utterance in the same step."""
+        parts = [self.model.encode([samples], pad_s=self.config.pad_s) for samples in utterances]
+        longest = max(int(encoded.shape[1]) for encoded, _ in parts)
+        stacked = torch.zeros(len(parts), longest, int(parts[0][0].shape[2]))
+        for row, (encoded, _) in enumerate(parts):
+            stacked[row, : encoded.shape[1]] = encoded[0]
+        return stacked, torch.cat([lengths for _, lengths in parts])
+
+    def refine_many(self, jobs: list[tuple[Final, np.ndarray, FinalVocabulary | None]]) -> list[Refinement]:
+        """Refine finals given with their audio and boosters (None: no vocabulary), in one batch."""
+        config = self.config
+        limit = int((MAX_WINDOW_S - config.pad_s) * SAMPLE_RATE_HZ)
+        shortest = int(config.min_window_s * SAMPLE_RATE_HZ)
+        batch = [i for i, (_, samples, _) in enumerate(jobs) if shortest <= len(samples) <= limit]
+        out = [
+            Refinement(final, "too_long" if len(samples) > limit else "too_short")
+            for final, samples, _ in jobs
+        ]
+        if not batch:
+            return out
+        encoded, lengths = self._encode([jobs[i][1] for i in batch])
+        durations = [len(jobs[i][1]) / SAMPLE_RATE_HZ for i in batch]
+        max_tokens = [max_tokens_for(d) for d in durations]
+        hyps = self.model.decode(
+            encoded,
+            lengths,
+            beam_size=config.beam_size,
+            max_tokens=max_tokens,
+            boosters=[
+                vocabulary.scorer if vocabulary is not None else None
+                for vocabulary in (jobs[i][2] for i in batch)
+            ],
+        )
+        for i, hyp, duration, token_cap in zip(batch, hyps, durations, max_tokens, strict=True):
+            out[i] = judge(config, jobs[i][0], hyp, duration, token_cap, jobs[i][2])
+        return out
+
+
+def judge(
+    config: FinalPassConfig,
+    final: Final,
+    hyp: Any,
+    duration_s: float,
+    token_cap: int,
+    vocabulary: FinalVocabulary | None = None,
+) -> Refinement:
+    """Apply the guards to one second-pass hypothesis (``tokens``, ``text``, ``avg_logprob``,
+    ``no_speech_prob``): the final to commit, or None to drop it, and why."""
+    from captions_model.spoken_form import to_spoken_form
+
+    text = capitalized(strip_repeat(to_spoken_form(hyp.text).strip()))
+    unsure = hyp.avg_logprob < config.min_avg_logprob
+    if hyp.no_speech_prob >= config.no_speech_prob and (
+        hyp.avg_logprob < config.no_speech_logprob or not text
+    ):
+        return Refinement(None, "no_speech", text)
+    if not text:
+        return Refinement(final, "empty", text)
+    if unsure:
+        return Refinement(final, "unsure", text)
+    if len(hyp.tokens) >= token_cap:
+        return Refinement(final, "token_limit", text)
+    if len(text.split()) > config.max_words_per_s * duration_s + 2:
+        return Refinement(final, "too_many_words", text)
+    if repeats(text) or compression_ratio(text) > config.max_compression:
+        return Refinement(final, "repeats", text)
+    if disagreement(final.text, text) > config.max_disagreement:
+        return Refinement(final, "disagrees", text)
+    if vocabulary is not None and set(vocabulary.finder.find(final.text)) - set(vocabulary.finder.find(text)):
+        text = splice_terms(final.text, text, vocabulary.finder)
+        if set(vocabulary.finder.find(final.text)) - set(vocabulary.finder.find(text)):
+            return Refinement(final, "term_lost", text)
+        return Refinement(with_text(final, text), "second_terms_kept", text)
+    return Refinement(with_text(final, text), "second", text)
+
+
+def strip_repeat(text: str, min_words: int = 3) -> str:
+    """``text`` without a trailing copy of its own beginning: Whisper, given a short window, often says the
+    utterance again ("A cloth of olive. A cloth of olive."). The earliest split whose tail (>= ``min_words``
+    words) repeats the start word for word (case and marks ignored) ends the text."""
+    words = text.split()
+    bare = [_bare(w) for w in words]
+    for split in range(1, len(words) - min_words + 1):
+        tail = bare[split:]
+        if tail == bare[: len(tail)]:
+            return " ".join(words[:split])
+    return text
+
+
+def capitalized(text: str) -> str:
+    """A final starts with a capital, as the first pass writes it."""
+    return text[:1].upper() + text[1:]
+
+
+def splice_terms(first: str, second: str, finder: Any) -> str:
+    """``second`` with the first pass's words put back wherever the two differ around a vocabulary term the
+    first pass found (so a term survives and the second pass's other corrections stay)."""
+    first_words, second_words = first.split(), second.split()
+    covered: set[int] = set()
+    offset = 0
+    starts = []
+    for word in first_words:
+        offset = first.index(word, offset)
+        starts.append((offset, offset + len(word)))
+        offset += len(word)
+    for match in finder.spans(first):
+        covered.update(i for i, (a, b) in enumerate(starts) if a < match.end and b > match.start)
+    matcher = difflib.SequenceMatcher(
+        a=[_bare(w) for w in first_words], b=[_bare(w) for w in second_words], autojunk=False
+    )
+    out: list[str] = []
+    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+        if tag != "equal" and covered.intersection(range(a0, a1)):
+            out.extend(first_words[a0:a1])
+        else:
+            out.extend(second_words[b0:b1])
+    return " ".join(out)
+
+
+def _bare(word: str) -> str:
+    return word.lower().strip(",.?!")
+
+
+def max_tokens_for(duration_s: float) -> int:
+    """The most tokens an utterance this long may produce (~7 tokens/s at a fast speaking rate, plus room)."""
+    return int(8 * duration_s) + 8
+
+
+def words_of(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def disagreement(reference: str, hypothesis: str) -> float:
+    """Word error rate of ``hypothesis`` against ``reference`` (lower-cased, marks dropped); 1.0 if empty."""
+    ref, hyp = words_of(reference), words_of(hypothesis)
+    if not ref:
+        return 0.0 if not hyp else 1.0
+    return edit_distance(ref, hyp) / len(ref)
+
+
+def edit_distance(a: list[str], b: list[str]) -> int:
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def repeats(text: str, times: int = 3) -> bool:
+    """True when some word n-gram (n = 1..4) occurs ``times`` times back to back (Whisper's loops)."""
+    words = words_of(text)
+    for n in range(1, 5):
+        for start in range(len(words) - n * times + 1):
+            gram = words[start : start + n]
+            if all(words[start + k * n : start + (k + 1) * n] == gram for k in range(1, times)):
+                return True
+    return False
+
+
+def compression_ratio(text: str) -> float:
+    """Bytes over zlib-compressed bytes (Whisper's loop detector: > 2.4 is a loop)."""
+    data = text.encode()
+    return len(data) / max(1, len(zlib.compress(data))) if len(data) > 40 else 1.0
+
+
+def with_text(final: Final, text: str) -> Final:
+    """``final`` with the second pass's text; word times from the first pass's words, aligned by content."""
+    new_words = text.split()
+    old = list(final.words)
+    if not old:
+        span = (final.start_s, final.end_s)
+        old = [Word(final.text, *span)]
+    matcher = difflib.SequenceMatcher(
+        a=[_bare(w.text) for w in old],
+        b=[_bare(w) for w in new_words],
+        autojunk=False,
+    )
+    times: list[tuple[float, float] | None] = [None] * len(new_words)
+    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+        if tag == "insert":
+            continue
+        if tag == "equal":
+            for k in range(b1 - b0):
+                times[b0 + k] = (old[a0 + k].start_s, old[a0 + k].end_s)
+            continue
+        # replaced: spread the old words' span over the new ones
+        start, end = old[a0].start_s, old[a1 - 1].end_s
+        step = (end - start) / max(1, b1 - b0)
+        for k in range(b1 - b0):
+            times[b0 + k] = (start + k * step, start + (k + 1) * step)
+    filled = _fill_times(times, final.start_s, final.end_s)
+    words = tuple(Word(w, s, e) for w, (s, e) in zip(new_words, filled, strict=True))
+    start_s = words[0].start_s if words else final.start_s
+    end_s = words[-1].end_s if words else final.end_s
+    return Final(text=text, start_s=start_s, end_s=end_s, words=words, source="second")
+
+
+def _fill_times(
+    times: list[tuple[float, float] | None], start_s: float, end_s: float
+) -> list[tuple[float, float]]:
+    """Inserted words (no time yet) take the gap between their timed neighbours, shared equally."""
+    out: list[tuple[float, float]] = []
+    i = 0
+    while i < len(times):
+        known = times[i]
+        if known is not None:
+            out.append(known)
+            i += 1
+            continue
+        j = i
+        while j < len(times) and times[j] is None:
+            j += 1
+        left = out[-1][1] if out else start_s
+        right_time = times[j] if j < len(times) else None
+        right = right_time[0] if right_time is not None else end_s
+        right = max(right, left)
+        step = (right - left) / (j - i)
+        out.extend((left + k * step, left + (k + 1) * step) for k in range(j - i))
+        i = j
+    return out

@@ -1,0 +1,173 @@
+"""The second pass's guards and word timing, decided on given hypotheses (no model needed).
+
+Each guard is also provoked with real audio through the engine in ``test_final_pass.py``; here each rule is
+pinned on its own, with the case just inside and just outside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.engine.final_pass import (
+    FinalPassConfig,
+    FinalVocabulary,
+    compression_ratio,
+    disagreement,
+    judge,
+    max_tokens_for,
+    repeats,
+    strip_repeat,
+    with_text,
+)
+from backend.engine.types import Final, Word
+from biasing.matching import TermFinder
+
+CONFIG = FinalPassConfig(model="unused")
+
+
+@dataclass
+class Hyp:
+    text: str
+    avg_logprob: float = -0.2
+    no_speech_prob: float = 0.01
+    tokens: list[int] = field(default_factory=lambda: [1, 2, 3])
+
+
+def first(text: str, start: float = 1.0, end: float = 3.0) -> Final:
+    words = text.split()
+    step = (end - start) / len(words)
+    timed = tuple(Word(w, start + i * step, start + (i + 1) * step) for i, w in enumerate(words))
+    return Final(text, start, end, timed)
+
+
+def test_a_confident_close_hypothesis_replaces_the_first_pass_text() -> None:
+    result = judge(
+        CONFIG, first("The patient takes lines olid daily."), Hyp("The patient takes linezolid daily."), 3, 40
+    )
+    assert result.reason == "second"
+    assert result.final is not None
+    assert result.final.text == "The patient takes linezolid daily."
+    assert result.final.source == "second"
+
+
+def test_numbers_are_written_as_the_first_pass_writes_them() -> None:
+    result = judge(
+        CONFIG, first("Give six hundred milligrams twice daily."), Hyp("Give 600 mg twice daily."), 3, 40
+    )
+    assert result.final is not None and result.final.text == "Give six hundred milligrams twice daily."
+
+
+def test_silence_that_whisper_calls_no_speech_drops_the_final() -> None:
+    hyp = Hyp("you", avg_logprob=-1.5, no_speech_prob=0.9)
+    assert judge(CONFIG, first("To a."), hyp, 2, 30).final is None
+    confident = Hyp("Yes.", avg_logprob=-0.3, no_speech_prob=0.9)  # a short confident word is kept
+    assert judge(CONFIG, first("Yes."), confident, 2, 30).final is not None
+
+
+def test_an_unsure_second_pass_keeps_the_first_pass_text() -> None:
+    final = first("It was the best of times.")
+    result = judge(CONFIG, final, Hyp("It was the beast of tides.", avg_logprob=-2.2), 3, 40)
+    assert (result.reason, result.final) == ("unsure", final)
+
+
+def test_a_loop_keeps_the_first_pass_text() -> None:
+    final = first("We will see you next week.")
+    looped = Hyp("We will see you next week. See you next week. See you next week. See you next week.")
+    assert judge(CONFIG, final, looped, 8, 80).reason == "repeats"
+    assert judge(CONFIG, final, Hyp("so so so so"), 8, 80).reason in {"repeats", "disagrees"}
+
+
+def test_more_words_than_the_audio_can_hold_keeps_the_first_pass_text() -> None:
+    final = first("Hello there.", 0.0, 1.0)
+    long = Hyp("Hello there, and welcome to the quarterly earnings call of the company.")
+    assert judge(CONFIG, final, long, 1.0, 40).reason == "too_many_words"
+
+
+def test_running_into_the_token_limit_keeps_the_first_pass_text() -> None:
+    final = first("Hello there.", 0.0, 1.0)
+    hyp = Hyp("Hello there.", tokens=list(range(max_tokens_for(1.0))))
+    assert judge(CONFIG, final, hyp, 1.0, max_tokens_for(1.0)).reason == "token_limit"
+
+
+def test_disagreement_beyond_the_threshold_keeps_the_first_pass_text() -> None:
+    final = first("Revenue grew twelve percent this quarter.")
+    assert judge(CONFIG, final, Hyp("Thank you for watching."), 3, 40).reason == "disagrees"
+
+
+def test_a_term_the_first_pass_found_is_never_lost() -> None:
+    vocabulary = FinalVocabulary(scorer=None, finder=TermFinder(["Velcade"]))
+    final = first("Start Velcade on Monday.")
+    spliced = judge(CONFIG, final, Hyp("Start Valcade on Monday, please."), 3, 40, vocabulary)
+    assert spliced.reason == "second_terms_kept"
+    assert spliced.final is not None and spliced.final.text == "Start Velcade on Monday, please."
+    kept = judge(CONFIG, final, Hyp("Start velcade on Monday."), 3, 40, vocabulary)
+    assert kept.reason == "second"
+    # a term glued to its neighbour by the second pass comes back with the first pass's words around it
+    merged = judge(
+        CONFIG,
+        first("Please start Velcade today, nurse."),
+        Hyp("Please start Velcadetoday, nurse."),
+        3,
+        40,
+        vocabulary,
+    )
+    assert merged.final is not None and merged.final.text == "Please start Velcade today, nurse."
+
+
+def test_repeats_and_compression_detect_loops_not_ordinary_speech() -> None:
+    assert repeats("thank you thank you thank you")
+    assert repeats("no no no")
+    assert not repeats("it was the best of times, it was the worst of times")
+    assert compression_ratio("the same words again " * 8) > CONFIG.max_compression
+    assert (
+        compression_ratio("It was the best of times, it was the worst of times, it was the age of wisdom.")
+        < 2.0
+    )
+
+
+def test_disagreement_is_a_lower_cased_word_error_rate() -> None:
+    assert disagreement("The cat sat.", "the cat sat") == 0.0
+    assert disagreement("The cat sat.", "the dog sat") == 1 / 3
+    assert disagreement("", "") == 0.0
+
+
+def test_word_times_come_from_the_first_pass_words_aligned_by_content() -> None:
+    final = first("take lines olid daily", 2.0, 4.0)  # words 0.5 s each: take 2.0-2.5, lines 2.5-3.0, ...
+    refined = with_text(final, "Take linezolid daily.")
+    assert [w.text for w in refined.words] == ["Take", "linezolid", "daily."]
+    take, linezolid, daily = refined.words
+    assert (take.start_s, take.end_s) == (2.0, 2.5)
+    assert (linezolid.start_s, linezolid.end_s) == (2.5, 3.5)  # the two replaced words' span
+    assert (daily.start_s, daily.end_s) == (3.5, 4.0)
+    assert (refined.start_s, refined.end_s) == (2.0, 4.0)
+
+
+def test_an_inserted_word_takes_the_gap_between_its_neighbours() -> None:
+    final = first("the best times", 0.0, 3.0)
+    refined = with_text(final, "the best of times")
+    times = [(w.text, round(w.start_s, 3), round(w.end_s, 3)) for w in refined.words]
+    assert times == [("the", 0.0, 1.0), ("best", 1.0, 2.0), ("of", 2.0, 2.0), ("times", 2.0, 3.0)]
+
+
+def test_a_lost_term_is_spliced_back_and_the_other_corrections_stay() -> None:
+    vocabulary = FinalVocabulary(scorer=None, finder=TermFinder(["Moexipril"]))
+    final = first("History of angy lasty, currently taken moexipril and Mirapex.")
+    hyp = Hyp("History of an angioplasty, currently taking Moexa Pril and Mirapex.")
+    result = judge(CONFIG, final, hyp, 5, 60, vocabulary)
+    assert result.reason == "second_terms_kept"
+    assert result.final is not None
+    # the differing stretch around the term comes from the first pass; the rest from the second
+    assert result.final.text == "History of an angioplasty, currently taken moexipril and Mirapex."
+
+
+def test_a_transcript_said_twice_keeps_its_first_copy() -> None:
+    once = "a cloth of an olive brown color used for uniforms."
+    doubled = f"{once} {once.capitalize()}"
+    result = judge(CONFIG, first("A class of an olive color used for uniforms."), Hyp(doubled), 4.5, 60)
+    assert result.final is not None
+    assert result.final.text == "A cloth of an olive brown color used for uniforms."
+    cut = "A small pouch inside a garment. A small pouch inside"  # the copy cut short by the token cap
+    assert strip_repeat(cut) == "A small pouch inside a garment."
+    assert strip_repeat("No, no, no.") == "No, no, no."  # a short repeat is speech, not a loop
+    assert strip_repeat("It was the best of times, it was the worst of times.") == (
+        "It was the best of times, it was the worst of times."
+    )
