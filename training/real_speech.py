@@ -37,8 +37,8 @@ only matters for a pass that writes digits.
 Settings: ``greedy`` or ``beam:<beams>:<lm weight>[:<token bonus>]`` (weight 0: no LM; the bonus is
 ``EngineConfig.lm_token_bonus``); the service's is ``beam:8:0.7:1`` (the default here). ``--final-pass``:
 a comma list of ``EngineConfig.final_pass`` values (``off``, ``decode``); ``off`` is not passed to the engine,
-so the tool also runs on an engine without the field. ``--final-pass-model PATH``: the second pass's model file
-(``EngineConfig.final_pass_model``; default: the bundled one), passed for the runs other than ``off`` only.
+so the tool also runs on an engine without the field. ``--final-pass-model PATH``: the second pass's model
+file (``EngineConfig.final_pass_model``; default: the bundled one), passed for the runs other than ``off``.
 Runs with a second pass also record its outcomes per set (``Engine.stats().final_pass_outcomes``, counted
 over that set's finals) in results.json and the log.
 
@@ -559,7 +559,11 @@ def main() -> None:
                 run = {
                     "setting": str(setting),
                     "final_pass": final_pass,
-                    **({"final_pass_model": config["final_pass_model"]} if "final_pass_model" in config else {}),
+                    **(
+                        {"final_pass_model": config["final_pass_model"]}
+                        if "final_pass_model" in config
+                        else {}
+                    ),
                     "chunk": chunk,
                     "wall_s": round(wall, 1),
                     "audio_min": round(audio_min, 2),
