@@ -20,7 +20,8 @@ Guards (each a measured rule; ``FinalPassConfig``): the second pass's text repla
   around it are put back: ``splice_terms``).
 Otherwise the first pass's final stands (``source="first"``). When Whisper says there was no speech
 (no-speech probability >= ``no_speech_prob`` and average log-probability < ``no_speech_logprob``, Whisper's
-own rule), the final is dropped: silence gives no final.
+own rule, or no-speech probability >= ``no_speech_prob`` and the two passes disagree), the final is dropped:
+silence gives no final, not even the streaming pass's stray word in a pause ("The", "To a").
 
 The text is written in the first pass's style (``captions_model.spoken_form``: cased, ``, . ? ! ' -``,
 numbers as words). Word times come from the first pass: the two texts are aligned word by word; a word the
@@ -267,6 +268,8 @@ def judge(
     if repeats(text) or compression_ratio(text) > config.max_compression:
         return Refinement(final, "repeats", text)
     if disagreement(final.text, text) > config.max_disagreement:
+        if hyp.no_speech_prob >= config.no_speech_prob:  # the streaming pass's word in a pause ("The")
+            return Refinement(None, "no_speech", text)
         return Refinement(final, "disagrees", text)
     if vocabulary is not None and set(vocabulary.finder.find(final.text)) - set(vocabulary.finder.find(text)):
         text = splice_terms(final.text, text, vocabulary.finder)

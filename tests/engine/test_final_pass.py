@@ -14,7 +14,7 @@ import pytest
 
 from backend.engine import Engine, EngineConfig, Final, StreamOptions
 from backend.engine.final_pass import disagreement
-from captions_model.paths import BUNDLED_MODEL_PATH, FINAL_PASS_MODEL_PATH
+from captions_model.paths import BUNDLED_LM_PATH, BUNDLED_MODEL_PATH, FINAL_PASS_MODEL_PATH
 from tests.engine.conftest import running
 from tests.support.speech import spoken
 
@@ -34,7 +34,8 @@ async def two_pass(**overrides: object) -> AsyncIterator[Engine]:
     for path in (BUNDLED_MODEL_PATH, FINAL_PASS_MODEL_PATH):
         if not path.is_file():
             pytest.skip(f"{path} is not built")
-    config = EngineConfig(model=str(BUNDLED_MODEL_PATH), beam_size=4, final_pass="decode", **overrides)  # type: ignore[arg-type]
+    settings: dict[str, object] = {"beam_size": 4, **overrides}
+    config = EngineConfig(model=str(BUNDLED_MODEL_PATH), final_pass="decode", **settings)  # type: ignore[arg-type]
     async with running(config) as engine:
         yield engine
 
@@ -146,3 +147,15 @@ async def test_an_utterance_cut_by_a_disconnect_is_refined_within_its_audio(spee
         assert final.end_s <= heard + 1.12  # the padded last chunk at most
         assert len(final.text.split()) <= 6 * heard + 2
     assert disagreement(SENTENCES[1][: len(SENTENCES[1]) // 2], text(finals)) <= 0.6
+
+
+async def test_no_stray_word_is_committed_in_the_pause_after_a_sentence(speech: list[np.ndarray]) -> None:
+    """Measured with the service's decoding: the streaming pass alone commits "The" or "To a" in the silence
+    after a sentence (6.7 s and 18.0 s here); Whisper hears no speech there and the final is dropped."""
+    sentence = np.concatenate([speech[1], np.zeros(4 * 16000, np.float32)])
+    audio = np.concatenate([sentence, sentence])
+    served = {"beam_size": 8, "lm_path": str(BUNDLED_LM_PATH), "lm_token_bonus": 1.0}
+    async with two_pass(**served) as engine:
+        for chunk_s in (1.12, 0.56):
+            finals = await finals_of(engine, audio, chunk_s=chunk_s)
+            assert [len(f.text.split()) >= 5 for f in finals] == [True, True], (chunk_s, finals)

@@ -63,6 +63,16 @@ def test_silence_that_whisper_calls_no_speech_drops_the_final() -> None:
     assert judge(CONFIG, first("Yes."), confident, 2, 30).final is not None
 
 
+def test_a_stray_word_in_a_pause_that_whisper_calls_no_speech_is_dropped() -> None:
+    # measured: the streaming pass's "The" 2 s after a sentence; Whisper "you", log-prob -0.98, no speech 0.97
+    assert (
+        judge(CONFIG, first("The"), Hyp("you", avg_logprob=-0.98, no_speech_prob=0.97), 1.1, 16).final is None
+    )
+    # the same doubt on a word both passes hear is not enough to drop it
+    agreed = judge(CONFIG, first("Yes."), Hyp("Yes.", avg_logprob=-0.5, no_speech_prob=0.8), 1.1, 16)
+    assert agreed.final is not None
+
+
 def test_an_unsure_second_pass_keeps_the_first_pass_text() -> None:
     final = first("It was the best of times.")
     result = judge(CONFIG, final, Hyp("It was the beast of tides.", avg_logprob=-2.2), 3, 40)
