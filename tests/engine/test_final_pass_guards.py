@@ -181,3 +181,11 @@ def test_a_transcript_said_twice_keeps_its_first_copy() -> None:
     assert strip_repeat("It was the best of times, it was the worst of times.") == (
         "It was the best of times, it was the worst of times."
     )
+
+
+def test_a_window_too_short_to_read_is_never_rewritten_only_dropped_as_no_speech() -> None:
+    short = first("I", 0.0, 0.3)
+    assert judge(CONFIG, short, Hyp("Hi."), 0.5, 8).reason == "too_short"  # kept as the first pass wrote it
+    assert (
+        judge(CONFIG, short, Hyp("Okay, okay.", avg_logprob=-0.5, no_speech_prob=0.8), 0.5, 8).final is None
+    )
