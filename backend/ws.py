@@ -390,8 +390,9 @@ class CaptionSession:
         for other in stored.elsewhere:  # stored by another connection since our last: the client needs them
             await self._send(final_message(other))
         self.seq = stored.segment.seq
-        source = getattr(final, "source", "first")
-        await self._send(final_message(stored.segment) | {"audio_s": round(audio_end_s, 3), "pass": source})
+        await self._send(
+            final_message(stored.segment) | {"audio_s": round(audio_end_s, 3), "pass": final.source}
+        )
         if stored.generation != self.generation:
             self._superseded()
 

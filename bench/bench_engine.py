@@ -104,12 +104,10 @@ SENTENCES = (
 
 def speech(seed: int, seconds: float) -> np.ndarray:
     """Sentences spoken by espeak-ng with 1 s pauses (each ends an utterance), cut to ``seconds``."""
-    import tempfile as _tempfile
-
     from tests.support.speech import spoken
 
     pieces, total, index = [], 0, seed
-    with _tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as work:
         while total < seconds * 16000:
             audio = spoken(SENTENCES[index % len(SENTENCES)], Path(work))
             pieces.append(audio)

@@ -54,6 +54,24 @@ def build_span_index(surfaces: Sequence[str], single_chars_only: bool = False) -
     return SpanIndex(table, max((len(key) for key in grouped), default=0))
 
 
+class SpanIndexes:
+    """The ``SpanIndex`` of a fixed tuple of label surfaces, each variant built once on first use
+    (thread-safe): what every ``GraphTokenizer`` implementation's ``span_index`` returns."""
+
+    def __init__(self, surfaces: tuple[str, ...]) -> None:
+        self._surfaces = surfaces
+        self._lock = threading.Lock()
+        self._built: dict[bool, SpanIndex] = {}
+
+    def get(self, single_chars_only: bool = False) -> SpanIndex:
+        with self._lock:
+            index = self._built.get(single_chars_only)
+            if index is None:
+                index = build_span_index(self._surfaces, single_chars_only)
+                self._built[single_chars_only] = index
+            return index
+
+
 @runtime_checkable
 class GraphTokenizer(Protocol):
     """What the graph compiler and the term checks use of a tokenizer, over labels ``0..vocab_size-1``.
@@ -113,8 +131,7 @@ class TokenizerAdapter:
         digest = hashlib.sha256(self.model_proto)
         digest.update(f"|vocab={self.vocab_size}".encode())
         self.identity = digest.hexdigest()
-        self._index_lock = threading.Lock()
-        self._indexes: dict[bool, SpanIndex] = {}
+        self._span_indexes = SpanIndexes(self.surfaces)
 
     def pieces(self, text: str) -> list[str]:
         """Greedy SentencePiece segmentation of ``text`` as piece strings (unknown characters keep their
@@ -135,15 +152,7 @@ class TokenizerAdapter:
 
     def span_index(self, single_chars_only: bool = False) -> SpanIndex:
         """Index of labels by folded surface (built once per adapter; thread-safe)."""
-        with self._index_lock:
-            index = self._indexes.get(single_chars_only)
-            if index is None:
-                index = self._build_index(single_chars_only)
-                self._indexes[single_chars_only] = index
-            return index
-
-    def _build_index(self, single_chars_only: bool) -> SpanIndex:
-        return build_span_index(self.surfaces, single_chars_only)
+        return self._span_indexes.get(single_chars_only)
 
 
 _ADAPTERS_LOCK = threading.Lock()

@@ -9,6 +9,7 @@ __all__ = [
     "BUNDLED_MODEL_PATH",
     "FINAL_PASS_MODEL_PATH",
     "REPO_ROOT",
+    "is_bundled",
     "resolve_final_pass",
     "resolve_lm",
 ]
@@ -19,6 +20,11 @@ BUNDLED_LM_PATH = REPO_ROOT / "models" / "captions-embedded-lm.nemo"
 FINAL_PASS_MODEL_PATH = REPO_ROOT / "models" / "captions-final-pass.pt"
 
 
+def is_bundled(model: str) -> bool:
+    """Whether ``model`` names the bundled model file."""
+    return Path(model).resolve() == BUNDLED_MODEL_PATH.resolve()
+
+
 def resolve_lm(model: str, lm: str) -> str | None:
     """``lm`` is a path, ``none``, or ``auto``: the bundled LM when ``model`` is the bundled model (an LM is
     tied to its model's vocabulary), else none."""
@@ -26,8 +32,7 @@ def resolve_lm(model: str, lm: str) -> str | None:
         return None
     if lm != "auto":
         return lm
-    bundled = Path(model).resolve() == BUNDLED_MODEL_PATH.resolve()
-    return str(BUNDLED_LM_PATH) if bundled and BUNDLED_LM_PATH.is_file() else None
+    return str(BUNDLED_LM_PATH) if is_bundled(model) and BUNDLED_LM_PATH.is_file() else None
 
 
 def resolve_final_pass(model: str, final_pass: str) -> str:
@@ -35,5 +40,4 @@ def resolve_final_pass(model: str, final_pass: str) -> str:
     finals gain most from it; models/MODEL_CARD.md), off with a model someone chose, unless configured."""
     if final_pass != "auto":
         return final_pass
-    bundled = Path(model).resolve() == BUNDLED_MODEL_PATH.resolve()
-    return "decode" if bundled and FINAL_PASS_MODEL_PATH.is_file() else "off"
+    return "decode" if is_bundled(model) and FINAL_PASS_MODEL_PATH.is_file() else "off"

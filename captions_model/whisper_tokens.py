@@ -11,16 +11,13 @@ never match. A phrase is segmented as Whisper spells it mid-sentence: the BPE en
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
 from functools import lru_cache
-from typing import Any
 
 import tokenizers
 
-from biasing.tokenizer import WORD_BOUNDARY, SpanIndex, build_span_index
+from biasing.tokenizer import WORD_BOUNDARY, SpanIndex, SpanIndexes
 
-__all__ = ["WhisperTokenizerAdapter", "byte_decoder", "find_tokenizer_json", "load_whisper_adapter"]
+__all__ = ["WhisperTokenizerAdapter", "byte_decoder"]
 
 
 @lru_cache(maxsize=1)
@@ -86,8 +83,7 @@ class WhisperTokenizerAdapter:
         digest = hashlib.sha256(text.encode("utf-8"))
         digest.update(f"|vocab={self.vocab_size}|text_tokens={self.text_token_limit}".encode())
         self.identity: str = digest.hexdigest()
-        self._index_lock = threading.Lock()
-        self._indexes: dict[bool, SpanIndex] = {}
+        self._span_indexes = SpanIndexes(self.surfaces)
 
     @classmethod
     def from_json(
@@ -140,48 +136,8 @@ class WhisperTokenizerAdapter:
 
     def span_index(self, single_chars_only: bool = False) -> SpanIndex:
         """Index of labels by folded surface (built once per adapter; thread-safe)."""
-        with self._index_lock:
-            index = self._indexes.get(single_chars_only)
-            if index is None:
-                index = build_span_index(self.surfaces, single_chars_only)
-                self._indexes[single_chars_only] = index
-            return index
+        return self._span_indexes.get(single_chars_only)
 
     def decode(self, ids: list[int]) -> str:
         """Text of text-token ids (special ones dropped), for logs and tests."""
         return str(self._tokenizer.decode([i for i in ids if i < self.text_token_limit]))
-
-
-def load_whisper_adapter(
-    path: str | os.PathLike[str], text_token_limit: int = 50256, vocab_size: int | None = None
-) -> WhisperTokenizerAdapter:
-    """``WhisperTokenizerAdapter`` over a tokenizer.json file (50256: ``<|endoftext|>``, the 1st special)."""
-    with open(path, encoding="utf-8") as handle:
-        return WhisperTokenizerAdapter.from_json(handle.read(), text_token_limit, vocab_size)
-
-
-def find_tokenizer_json(container: Any, depth: int = 4) -> str | None:
-    """The tokenizer.json text inside a loaded checkpoint (nested dicts/lists; str or UTF-8 bytes values):
-    preferring a key named like "tokenizer", the first text that parses as a tokenizers BPE JSON."""
-    if isinstance(container, bytes | bytearray):
-        try:
-            container = bytes(container).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if isinstance(container, str):
-        is_json = container.lstrip().startswith("{") and '"added_tokens"' in container
-        return container if is_json and '"model"' in container else None
-    if depth <= 0:
-        return None
-    if isinstance(container, dict):
-        keys = sorted(container, key=lambda key: "tokenizer" not in str(key).lower())
-        values = [container[key] for key in keys]
-    elif isinstance(container, list | tuple):
-        values = list(container)
-    else:
-        return None
-    for value in values:
-        found = find_tokenizer_json(value, depth - 1)
-        if found is not None:
-            return found
-    return None

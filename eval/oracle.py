@@ -75,7 +75,7 @@ def main() -> int:
         return out
 
     results = asyncio.run(run())
-    from backend.engine.final_pass import edit_distance
+    from captions_model.words import edit_distance
 
     def word_errors(ref: str, hyp: str) -> int:
         return edit_distance(ref.split(), hyp.split())

@@ -34,56 +34,37 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from captions_model.ctranslate2_format import read_ctranslate2  # noqa: E402
+from captions_model.ctranslate2_format import (  # noqa: E402
+    layer_norm,
+    linear,
+    read_ctranslate2,
+    tensor,
+    whisper_encoder_state,
+)
 from captions_model.paths import FINAL_PASS_MODEL_PATH  # noqa: E402
 from captions_model.whisper_final import WhisperModel, pack_state  # noqa: E402
-
-
-def _t(variables: dict[str, np.ndarray], name: str) -> torch.Tensor:
-    return torch.from_numpy(np.array(variables[name], dtype=np.float32))
-
-
-def _ln(variables: dict[str, np.ndarray], src: str, dst: str) -> dict[str, torch.Tensor]:
-    return {f"{dst}.weight": _t(variables, f"{src}/gamma"), f"{dst}.bias": _t(variables, f"{src}/beta")}
-
-
-def _linear(variables: dict[str, np.ndarray], src: str, dst: str) -> dict[str, torch.Tensor]:
-    return {f"{dst}.weight": _t(variables, f"{src}/weight"), f"{dst}.bias": _t(variables, f"{src}/bias")}
 
 
 def whisper_state_dict(variables: dict[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
     """Map CTranslate2 Whisper variables to WhisperModel keys (float32) and return the dimensions."""
     v = variables
-    sd: dict[str, torch.Tensor] = {}
-    sd.update(_linear(v, "encoder/conv1", "encoder.conv1"))
-    sd.update(_linear(v, "encoder/conv2", "encoder.conv2"))
-    sd.update(_ln(v, "encoder/layer_norm", "encoder.ln_post"))
-    n_enc = 0
-    while f"encoder/layer_{n_enc}/ffn/linear_0/weight" in v:
-        src, dst = f"encoder/layer_{n_enc}", f"encoder.blocks.{n_enc}"
-        sd.update(_ln(v, f"{src}/self_attention/layer_norm", f"{dst}.attn_ln"))
-        sd.update(_linear(v, f"{src}/self_attention/linear_0", f"{dst}.qkv"))
-        sd.update(_linear(v, f"{src}/self_attention/linear_1", f"{dst}.out"))
-        sd.update(_ln(v, f"{src}/ffn/layer_norm", f"{dst}.mlp_ln"))
-        sd.update(_linear(v, f"{src}/ffn/linear_0", f"{dst}.fc1"))
-        sd.update(_linear(v, f"{src}/ffn/linear_1", f"{dst}.fc2"))
-        n_enc += 1
-    sd["decoder.embedding.weight"] = _t(v, "decoder/embeddings/weight")
-    sd["decoder.positions"] = _t(v, "decoder/position_encodings/encodings")
-    sd.update(_ln(v, "decoder/layer_norm", "decoder.ln"))
+    sd, n_enc = whisper_encoder_state(v, prefix="encoder.")
+    sd["decoder.embedding.weight"] = tensor(v, "decoder/embeddings/weight")
+    sd["decoder.positions"] = tensor(v, "decoder/position_encodings/encodings")
+    sd.update(layer_norm(v, "decoder/layer_norm", "decoder.ln"))
     n_dec = 0
     while f"decoder/layer_{n_dec}/ffn/linear_0/weight" in v:
         src, dst = f"decoder/layer_{n_dec}", f"decoder.blocks.{n_dec}"
-        sd.update(_ln(v, f"{src}/self_attention/layer_norm", f"{dst}.attn_ln"))
-        sd.update(_linear(v, f"{src}/self_attention/linear_0", f"{dst}.qkv"))
-        sd.update(_linear(v, f"{src}/self_attention/linear_1", f"{dst}.out"))
-        sd.update(_ln(v, f"{src}/attention/layer_norm", f"{dst}.cross_ln"))
-        sd.update(_linear(v, f"{src}/attention/linear_0", f"{dst}.cross_q"))
-        sd.update(_linear(v, f"{src}/attention/linear_1", f"{dst}.cross_kv"))
-        sd.update(_linear(v, f"{src}/attention/linear_2", f"{dst}.cross_out"))
-        sd.update(_ln(v, f"{src}/ffn/layer_norm", f"{dst}.mlp_ln"))
-        sd.update(_linear(v, f"{src}/ffn/linear_0", f"{dst}.fc1"))
-        sd.update(_linear(v, f"{src}/ffn/linear_1", f"{dst}.fc2"))
+        sd.update(layer_norm(v, f"{src}/self_attention/layer_norm", f"{dst}.attn_ln"))
+        sd.update(linear(v, f"{src}/self_attention/linear_0", f"{dst}.qkv"))
+        sd.update(linear(v, f"{src}/self_attention/linear_1", f"{dst}.out"))
+        sd.update(layer_norm(v, f"{src}/attention/layer_norm", f"{dst}.cross_ln"))
+        sd.update(linear(v, f"{src}/attention/linear_0", f"{dst}.cross_q"))
+        sd.update(linear(v, f"{src}/attention/linear_1", f"{dst}.cross_kv"))
+        sd.update(linear(v, f"{src}/attention/linear_2", f"{dst}.cross_out"))
+        sd.update(layer_norm(v, f"{src}/ffn/layer_norm", f"{dst}.mlp_ln"))
+        sd.update(linear(v, f"{src}/ffn/linear_0", f"{dst}.fc1"))
+        sd.update(linear(v, f"{src}/ffn/linear_1", f"{dst}.fc2"))
         n_dec += 1
     proj = v.get("decoder/projection/weight")
     if proj is not None and not np.array_equal(proj, v["decoder/embeddings/weight"]):

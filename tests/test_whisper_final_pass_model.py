@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from captions_model.whisper_final import DEFAULT_PATH, FinalPassModel
+from captions_model.words import edit_distance
 
 pytestmark = pytest.mark.skipif(
     not Path(DEFAULT_PATH).is_file(), reason="models/captions-final-pass.pt missing"
@@ -61,13 +62,8 @@ def _words(text: str) -> list[str]:
 
 def _wer(ref: str, hyp: str) -> float:
     """Word error rate (Levenshtein over lower-cased words without punctuation)."""
-    r, h = _words(ref), _words(hyp)
-    dist = list(range(len(h) + 1))
-    for i, rw in enumerate(r, 1):
-        prev, dist[0] = dist[0], i
-        for j, hw in enumerate(h, 1):
-            prev, dist[j] = dist[j], min(dist[j] + 1, dist[j - 1] + 1, prev + (rw != hw))
-    return dist[len(h)] / max(1, len(r))
+    r = _words(ref)
+    return edit_distance(r, _words(hyp)) / max(1, len(r))
 
 
 @pytest.fixture(scope="module")

@@ -2,17 +2,14 @@
 applied with ``biasing.scorer.GraphScorer``: every casing and segmentation Whisper can emit earns a term's
 full score.
 
-The tokenizer is the one shipped inside models/captions-final-pass.pt (its tokenizer.json text);
-CAPTIONS_WHISPER_TOKENIZER_JSON may name a tokenizer.json file instead (development before the model ships).
+The tokenizer is the one shipped inside models/captions-final-pass.pt (its tokenizer.json text).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import string
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,24 +21,21 @@ from biasing.scorer import GraphScorer
 from biasing.terms import TermValidationError
 from biasing.tokenizer import WORD_BOUNDARY, GraphTokenizer, as_tokenizer
 from captions_model.paths import FINAL_PASS_MODEL_PATH
-from captions_model.whisper_tokens import WhisperTokenizerAdapter, find_tokenizer_json
+from captions_model.whisper_tokens import WhisperTokenizerAdapter
 
 DECODER_VOCAB = 51864  # Whisper tiny.en's logits width (the tokenizer has 50363 tokens with its specials)
 TERMS = ["husqvarna", "globalsign", "voriconazole", "Karla Tolvanen"]
 
 
 def _tokenizer_json() -> str:
-    override = os.environ.get("CAPTIONS_WHISPER_TOKENIZER_JSON")
-    if override:
-        return Path(override).read_text(encoding="utf-8")
     if not FINAL_PASS_MODEL_PATH.is_file():
-        pytest.skip(f"{FINAL_PASS_MODEL_PATH} is not there (set CAPTIONS_WHISPER_TOKENIZER_JSON to test)")
+        pytest.skip(f"{FINAL_PASS_MODEL_PATH} is not there")
     import torch
 
     checkpoint = torch.load(FINAL_PASS_MODEL_PATH, map_location="cpu", weights_only=True)
-    text = find_tokenizer_json(checkpoint)
+    text = checkpoint.get("tokenizer_json")
     assert text is not None, f"no tokenizer.json text inside {FINAL_PASS_MODEL_PATH}"
-    return text
+    return str(text)
 
 
 @pytest.fixture(scope="module")

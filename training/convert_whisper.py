@@ -17,46 +17,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from captions_model.ctranslate2_format import read_ctranslate2
+from captions_model.ctranslate2_format import read_ctranslate2, tensor, whisper_encoder_state
 
 
 def whisper_encoder_state_dict(variables: dict[str, np.ndarray]) -> tuple[dict[str, torch.Tensor], dict]:
     """Map CTranslate2 ``encoder/...`` variables to WhisperEncoder keys; also return the size hparams."""
-
-    def t(name: str) -> torch.Tensor:
-        return torch.from_numpy(np.array(variables[name], dtype=np.float32))
-
-    sd: dict[str, torch.Tensor] = {
-        "conv1.weight": t("encoder/conv1/weight"),
-        "conv1.bias": t("encoder/conv1/bias"),
-        "conv2.weight": t("encoder/conv2/weight"),
-        "conv2.bias": t("encoder/conv2/bias"),
-        "ln_post.weight": t("encoder/layer_norm/gamma"),
-        "ln_post.bias": t("encoder/layer_norm/beta"),
-    }
-    n_layers = 0
-    while f"encoder/layer_{n_layers}/ffn/linear_0/weight" in variables:
-        src, dst = f"encoder/layer_{n_layers}", f"blocks.{n_layers}"
-        sd.update(
-            {
-                f"{dst}.attn_ln.weight": t(f"{src}/self_attention/layer_norm/gamma"),
-                f"{dst}.attn_ln.bias": t(f"{src}/self_attention/layer_norm/beta"),
-                f"{dst}.qkv.weight": t(f"{src}/self_attention/linear_0/weight"),
-                f"{dst}.qkv.bias": t(f"{src}/self_attention/linear_0/bias"),
-                f"{dst}.out.weight": t(f"{src}/self_attention/linear_1/weight"),
-                f"{dst}.out.bias": t(f"{src}/self_attention/linear_1/bias"),
-                f"{dst}.mlp_ln.weight": t(f"{src}/ffn/layer_norm/gamma"),
-                f"{dst}.mlp_ln.bias": t(f"{src}/ffn/layer_norm/beta"),
-                f"{dst}.fc1.weight": t(f"{src}/ffn/linear_0/weight"),
-                f"{dst}.fc1.bias": t(f"{src}/ffn/linear_0/bias"),
-                f"{dst}.fc2.weight": t(f"{src}/ffn/linear_1/weight"),
-                f"{dst}.fc2.bias": t(f"{src}/ffn/linear_1/bias"),
-            }
-        )
-        n_layers += 1
+    sd, n_layers = whisper_encoder_state(variables)
     d_model = sd["conv1.weight"].shape[0]
     hparams = {"d_model": int(d_model), "n_layers": n_layers, "n_heads": int(d_model // 64)}
-    return sd, {**hparams, "positions": t("encoder/position_encodings/encodings")}
+    return sd, {**hparams, "positions": tensor(variables, "encoder/position_encodings/encodings")}
 
 
 def main() -> None:

@@ -65,6 +65,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from captions_model.words import edit_distance
+
 REFERENCES = {
     "two_cities.wav": (
         "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
@@ -227,17 +229,6 @@ def cased_words(text: str) -> list[str]:
     """Words as ``training/evaluate.py`` compares them (split on spaces, case and marks kept), numbers spelled
     out first."""
     return spell_numbers(text).split()
-
-
-def edit_distance(hyp: list[str], ref: list[str]) -> int:
-    """Word-level Levenshtein distance (substitutions, insertions, deletions cost 1)."""
-    prev = list(range(len(ref) + 1))
-    for i, h in enumerate(hyp, 1):
-        cur = [i] + [0] * len(ref)
-        for j, r in enumerate(ref, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (h != r))
-        prev = cur
-    return prev[-1]
 
 
 def corpus_wer(pairs: list[tuple[list[str], list[str]]]) -> tuple[float, int, int]:

@@ -30,6 +30,7 @@ import torch
 
 from backend.engine.decoder import StreamDecoder
 from backend.engine.errors import EngineError, EngineOverloaded
+from backend.engine.final_pass import FinalVocabulary
 from backend.engine.steps import StepItem, StepOutput
 from backend.engine.stream import EngineStream, StreamStatus
 from backend.engine.types import (
@@ -201,15 +202,16 @@ class Engine:
         registration = self._registry.lookup_and_ref(key)
         if registration is None:
             compiled = await loop.run_in_executor(self._compile_executor, biasing.compile, terms_n)
-            final_vocabulary = None
+            final_scorer = None
             if decoder.final_pass is not None:  # the same list, compiled for the second pass's tokens
-                final_vocabulary = await loop.run_in_executor(
+                final_scorer = await loop.run_in_executor(
                     self._compile_executor, decoder.final_pass.compile, terms_n, self.config.graph_params()
                 )
             self._require_ready()
             lease = await loop.run_in_executor(self._decode_executor, self._register, compiled)
             new = Registration(key, terms_n, lease)
-            new.final_vocabulary = final_vocabulary
+            if final_scorer is not None:
+                new.final_vocabulary = FinalVocabulary(final_scorer, new.finder)
             registration = self._registry.add(new)
             if registration.lease is not lease:  # an identical list was registered meanwhile
                 self._schedule_unregister(lease)

@@ -34,6 +34,7 @@ import difflib
 import re
 import time
 import zlib
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,6 +43,7 @@ import torch
 
 from backend.engine.steps import StepItem, StepOutput
 from backend.engine.types import SAMPLE_RATE_HZ, Final, Word
+from captions_model.words import edit_distance
 
 _WORD = re.compile(r"[a-z0-9']+")
 KEEP_BEFORE_S = 0.5  # audio kept before the first pass's first word
@@ -70,32 +72,41 @@ class FinalPassConfig:
 
 @dataclass
 class _StreamAudio:
-    """A stream's recent audio as the decoder saw it; sample 0 of ``samples`` is stream sample ``start``."""
+    """A stream's recent audio as the decoder saw it, kept as the chunks it came in (appending copies
+    nothing: this runs for every chunk of every stream); ``start``/``end``: the stream samples the kept
+    chunks span."""
 
-    samples: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    chunks: deque[np.ndarray] = field(default_factory=deque)
     start: int = 0
-    cut: int = 0  # where the last refined utterance's audio ended
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.samples)
+    end: int = 0
+    cut: int = 0  # where the last refined utterance's audio ended: nothing before it is read again
 
     def append(self, chunk: np.ndarray, keep: int) -> None:
-        self.samples = np.concatenate([self.samples, chunk])
-        excess = len(self.samples) - keep
-        if excess > 0:
-            self.samples = self.samples[excess:]
-            self.start += excess
+        """Add a chunk; drop whole chunks older than ``keep`` samples or wholly before ``cut``."""
+        self.chunks.append(chunk)
+        self.end += len(chunk)
+        floor = max(self.cut, self.end - keep)
+        while self.chunks and self.start + len(self.chunks[0]) <= floor:
+            self.start += len(self.chunks.popleft())
 
     def window(self, first: int, last: int) -> np.ndarray:
+        """Stream samples ``first..last`` (clipped to what is kept) as one array."""
         first, last = max(first, self.start), min(last, self.end)
-        return self.samples[first - self.start : max(first, last) - self.start]
+        pieces, position = [], self.start
+        for chunk in self.chunks:
+            if position >= last:
+                break
+            if position + len(chunk) > first:
+                pieces.append(chunk[max(first - position, 0) : last - position])
+            position += len(chunk)
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
 
 
 @dataclass(frozen=True)
 class FinalVocabulary:
     """A stream's vocabulary as the second pass uses it: the graph compiled for Whisper's tokens (applied by
-    a ``biasing.scorer.GraphScorer``) and the term finder that checks no term the first pass found is lost."""
+    a ``biasing.scorer.GraphScorer``) and the registration's term finder, which checks that no term the first
+    pass found is lost."""
 
     scorer: Any
     finder: Any
@@ -186,14 +197,14 @@ class FinalPass:
             refined_outputs.append(replace(output, finals=tuple(finals)))
         return refined_outputs
 
-    def compile(self, terms: tuple[Any, ...], params: Any) -> FinalVocabulary:
-        """A vocabulary for the second pass (compile thread): the same graph, over Whisper's tokens."""
+    def compile(self, terms: tuple[Any, ...], params: Any) -> Any:
+        """The scorer of a vocabulary for the second pass (compile thread): the same graph, over Whisper's
+        tokens (``FinalVocabulary.scorer``)."""
         from biasing.compile import build_graph
-        from biasing.matching import TermFinder
         from biasing.scorer import GraphScorer
 
         graph = build_graph(list(terms), self.adapter, params)
-        return FinalVocabulary(GraphScorer(graph, self.config.biasing_alpha, end="refund"), TermFinder(terms))
+        return GraphScorer(graph, self.config.biasing_alpha, end="refund")
 
     def _encode(self, utterances: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         """Each utterance encoded on its own, then stacked (zero past each length) for one batched decode.
@@ -274,11 +285,13 @@ def judge(
         if hyp.no_speech_prob >= config.no_speech_prob:  # the streaming pass's word in a pause ("The")
             return Refinement(None, "no_speech", text)
         return Refinement(final, "disagrees", text)
-    if vocabulary is not None and set(vocabulary.finder.find(final.text)) - set(vocabulary.finder.find(text)):
-        text = splice_terms(final.text, text, vocabulary.finder)
-        if set(vocabulary.finder.find(final.text)) - set(vocabulary.finder.find(text)):
-            return Refinement(final, "term_lost", text)
-        return Refinement(with_text(final, text), "second_terms_kept", text)
+    if vocabulary is not None:
+        found = set(vocabulary.finder.find(final.text))
+        if found - set(vocabulary.finder.find(text)):
+            text = splice_terms(final.text, text, vocabulary.finder)
+            if found - set(vocabulary.finder.find(text)):
+                return Refinement(final, "term_lost", text)
+            return Refinement(with_text(final, text), "second_terms_kept", text)
     return Refinement(with_text(final, text), "second", text)
 
 
@@ -344,16 +357,6 @@ def disagreement(reference: str, hypothesis: str) -> float:
     if not ref:
         return 0.0 if not hyp else 1.0
     return edit_distance(ref, hyp) / len(ref)
-
-
-def edit_distance(a: list[str], b: list[str]) -> int:
-    previous = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        current = [i]
-        for j, y in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
-        previous = current
-    return previous[-1]
 
 
 def repeats(text: str, times: int = 3) -> bool:

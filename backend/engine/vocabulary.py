@@ -40,12 +40,12 @@ class Registration:
         self.model_id: int = lease.model_id
         self.refs = 0
         self.removed = False
-        self._finder = TermFinder(terms)
+        self.finder = TermFinder(terms)
         self.final_vocabulary: Any = None  # the second pass's graph, when the engine runs one
 
     def matched_terms(self, text: str) -> tuple[str, ...]:
         """The terms (by their listed spelling) that occur in ``text`` (``biasing.matching``'s rules)."""
-        return tuple(self._finder.find(text))
+        return tuple(self.finder.find(text))
 
 
 class VocabularyHandle:

@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Collection, Sequence
 
 import numpy as np
 import sentencepiece as spm
 import torch
+from hypothesis import strategies as st
 
+from biasing.compile import build_graph
+from biasing.graph import BoostingGraph, GraphParams
 from biasing.nemo.compat import to_nemo_model
+from biasing.terms import Term
 
 BOUNDARY = "\u2581"
 WORDS = (  # the test tokenizers are trained on these, in all casings
     "linezolid husqvarna metformin acme group new york times city the patient takes meeting about with and "
     "review quarterly earnings nvidia aspirin zolpidem bank of america johnson wexford quintessa"
 ).split()
+
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+# hypothesis strategies shared by the property tests: known words and made-up ones, phrases of 1-3 of them,
+# and phrases from a small pool, so that they overlap, nest and share prefixes often
+words = st.one_of(st.sampled_from(WORDS), st.text(alphabet=LETTERS, min_size=2, max_size=7))
+phrases = st.lists(words, min_size=1, max_size=3).map(" ".join)
+dense_phrases = st.lists(
+    st.sampled_from(["new", "york", "times", "city", "ne", "yo"]), min_size=1, max_size=3
+).map(" ".join)
+weighted_phrases = st.lists(
+    st.tuples(st.one_of(phrases, dense_phrases), st.sampled_from([0.5, 1.0, 3.0])), min_size=1, max_size=4
+)
 
 
 def lower1(text: str) -> str:
@@ -131,3 +149,51 @@ def nemo_totals(graph, sequences: Sequence[Sequence[int]]) -> np.ndarray:
             states = next_states[rows, labels]
             totals[:, step] = running.numpy()
     return totals
+
+
+def random_labels(
+    vocab: int, chains: list[str], folded: list[str], rng: random.Random, chunks: int
+) -> list[int]:
+    """Noise, whole phrases in random casing/segmentation, and phrase prefixes that then stop."""
+    labels: list[int] = []
+    for _ in range(chunks):
+        kind = rng.random()
+        if kind < 0.3:
+            labels.extend(rng.randrange(vocab) for _ in range(rng.randint(1, 3)))
+            continue
+        chain = rng.choice(chains)
+        stop = len(chain) if kind < 0.7 else rng.randint(1, len(chain))
+        position = 0
+        while position < stop:
+            options = [i for i, s in enumerate(folded) if s and chain.startswith(s, position)]
+            label = rng.choice(options)
+            labels.append(label)
+            position += len(folded[label])
+    return labels
+
+
+def phrase_case(
+    sp: spm.SentencePieceProcessor,
+    items: list[tuple[str, float]],
+    tau: float,
+    seed: int,
+    nest: bool,
+    count: int,
+) -> tuple[BoostingGraph, list[str], ReferenceScorer, list[list[int]]]:
+    """A case-insensitive graph of weighted phrases (``nest``: plus a phrase inside the first one), the folded
+    surfaces, the brute-force reference over the phrases' greedy pieces, and ``count`` label sequences."""
+    first_words = items[0][0].split()
+    if nest and len(first_words) > 1:  # a phrase inside another one
+        items = [*items, (first_words[1], 1.0)]
+    graph = build_graph([Term(text, weight) for text, weight in items], sp, GraphParams(tau=tau))
+    folded = surfaces(sp)
+    chains = []
+    for text, weight in items:
+        greedy = [lower1(piece) for piece in sp.encode(lower1(text), out_type=str)]
+        pieces = scored_pieces(greedy, set(folded))
+        chains.append((pieces, [weight * score for score in nemo_token_scores(len(pieces))]))
+    rng = random.Random(seed)
+    texts = ["".join(pieces) for pieces, _ in chains]
+    vocab = sp.get_piece_size()
+    sequences = [random_labels(vocab, texts, folded, rng, rng.randint(1, 6)) for _ in range(count)]
+    return graph, folded, ReferenceScorer(chains, tau), sequences

@@ -13,29 +13,21 @@ from hypothesis import strategies as st
 
 from biasing.compile import build_graph
 from biasing.graph import GraphParams, GraphValidationError
-from biasing.terms import Term
 from tests.biasing.biasing_helpers import (
-    WORDS,
-    ReferenceScorer,
     lower1,
     nemo_score,
-    nemo_token_scores,
     nemo_totals,
+    phrase_case,
+    phrases,
     scored_pieces,
     surfaces,
+    weighted_phrases,
 )
 
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
 SETTINGS = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
-words = st.one_of(st.sampled_from(WORDS), st.text(alphabet=LETTERS, min_size=2, max_size=7))
-phrases = st.lists(words, min_size=1, max_size=3).map(" ".join)
-# a small pool makes phrases overlap, nest and share prefixes often
-dense_phrases = st.lists(
-    st.sampled_from(["new", "york", "times", "city", "ne", "yo"]), min_size=1, max_size=3
-).map(" ".join)
 taus = st.sampled_from([0.0, 0.5, 1.0, 2.0])
 
 
@@ -81,50 +73,10 @@ def test_every_casing_and_segmentation_earns_the_same_total(bpe, phrase, others,
         assert totals[row, len(labels) - 1] == pytest.approx(high, abs=1e-3)
 
 
-def random_labels(sp, chains: list[str], folded: list[str], rng: random.Random, chunks: int) -> list[int]:
-    """Noise, whole phrases in random casing/segmentation, and phrase prefixes that then stop."""
-    labels: list[int] = []
-    for _ in range(chunks):
-        kind = rng.random()
-        if kind < 0.3:
-            labels.extend(rng.randrange(sp.get_piece_size()) for _ in range(rng.randint(1, 3)))
-            continue
-        chain = rng.choice(chains)
-        stop = len(chain) if kind < 0.7 else rng.randint(1, len(chain))
-        position = 0
-        while position < stop:
-            options = [i for i, s in enumerate(folded) if s and chain.startswith(s, position)]
-            label = rng.choice(options)
-            labels.append(label)
-            position += len(folded[label])
-    return labels
-
-
 @SETTINGS
-@given(
-    items=st.lists(
-        st.tuples(st.one_of(phrases, dense_phrases), st.sampled_from([0.5, 1.0, 3.0])), min_size=1, max_size=4
-    ),
-    tau=taus,
-    seed=st.integers(0, 2**16),
-    nest=st.booleans(),
-)
+@given(items=weighted_phrases, tau=taus, seed=st.integers(0, 2**16), nest=st.booleans())
 def test_nemo_advance_agrees_with_brute_force_reference(bpe, items, tau, seed, nest) -> None:
-    first_words = items[0][0].split()
-    if nest and len(first_words) > 1:  # a phrase inside another one
-        items = [*items, (first_words[1], 1.0)]
-    params = GraphParams(tau=tau)
-    graph = build_graph([Term(text, weight) for text, weight in items], bpe, params)
-    folded = surfaces(bpe)
-    chains = []
-    for text, weight in items:
-        greedy = [lower1(piece) for piece in bpe.encode(lower1(text), out_type=str)]
-        pieces = scored_pieces(greedy, set(folded))
-        chains.append((pieces, [weight * score for score in nemo_token_scores(len(pieces))]))
-    reference = ReferenceScorer(chains, tau)
-    rng = random.Random(seed)
-    texts = ["".join(pieces) for pieces, _ in chains]
-    sequences = [random_labels(bpe, texts, folded, rng, rng.randint(1, 6)) for _ in range(6)]
+    graph, folded, reference, sequences = phrase_case(bpe, items, tau, seed, nest, count=6)
     totals = nemo_totals(graph, sequences)
     for row, labels in enumerate(sequences):
         expected = reference.totals([folded[label] for label in labels])

@@ -3,8 +3,6 @@ over the back-off chain, and the scoring contract of biasing/graph.py (brute-for
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 import torch
@@ -17,25 +15,15 @@ from biasing.nemo.compat import to_nemo_model
 from biasing.scorer import GraphScorer
 from biasing.terms import Term
 from tests.biasing.biasing_helpers import (
-    WORDS,
-    ReferenceScorer,
-    lower1,
     nemo_score,
-    nemo_token_scores,
     nemo_totals,
-    scored_pieces,
-    surfaces,
+    phrase_case,
+    weighted_phrases,
 )
 
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
 SETTINGS = settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-words = st.one_of(st.sampled_from(WORDS), st.text(alphabet=LETTERS, min_size=2, max_size=7))
-phrases = st.lists(words, min_size=1, max_size=3).map(" ".join)
-dense_phrases = st.lists(
-    st.sampled_from(["new", "york", "times", "city", "ne", "yo"]), min_size=1, max_size=3
-).map(" ".join)
 taus = st.sampled_from([0.0, 0.5, 2.0])
 TREE = GraphParams(mode=GraphMode.CASE_SENSITIVE_TREE)
 
@@ -65,27 +53,6 @@ def running_totals(scorer: GraphScorer, labels: list[int]) -> list[float]:
     return out
 
 
-def random_labels(
-    vocab: int, chains: list[str], folded: list[str], rng: random.Random, chunks: int
-) -> list[int]:
-    """Noise, whole phrases in random casing/segmentation, and phrase prefixes that then stop."""
-    labels: list[int] = []
-    for _ in range(chunks):
-        kind = rng.random()
-        if kind < 0.3:
-            labels.extend(rng.randrange(vocab) for _ in range(rng.randint(1, 3)))
-            continue
-        chain = rng.choice(chains)
-        stop = len(chain) if kind < 0.7 else rng.randint(1, len(chain))
-        position = 0
-        while position < stop:
-            options = [i for i, s in enumerate(folded) if s and chain.startswith(s, position)]
-            label = rng.choice(options)
-            labels.append(label)
-            position += len(folded[label])
-    return labels
-
-
 def nemo_rows(graph: BoostingGraph, eos_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """NeMo's own ``GPUBoostingTreeModel.advance`` from every state of ``graph`` (CPU)."""
     model = to_nemo_model(graph)
@@ -95,13 +62,7 @@ def nemo_rows(graph: BoostingGraph, eos_id: int | None = None) -> tuple[np.ndarr
 
 
 @SETTINGS
-@given(
-    items=st.lists(
-        st.tuples(st.one_of(phrases, dense_phrases), st.sampled_from([0.5, 1.0, 3.0])), min_size=1, max_size=4
-    ),
-    tau=taus,
-    tree=st.booleans(),
-)
+@given(items=weighted_phrases, tau=taus, tree=st.booleans())
 def test_dense_rows_equal_nemo_advance_and_the_loop_for_every_state(bpe, items, tau, tree) -> None:
     params = TREE if tree else GraphParams(tau=tau)
     graph = build_graph([Term(text, weight) for text, weight in items], bpe, params)
@@ -121,29 +82,9 @@ def test_dense_rows_equal_nemo_advance_and_the_loop_for_every_state(bpe, items, 
 
 
 @SETTINGS
-@given(
-    items=st.lists(
-        st.tuples(st.one_of(phrases, dense_phrases), st.sampled_from([0.5, 1.0, 3.0])), min_size=1, max_size=4
-    ),
-    tau=taus,
-    seed=st.integers(0, 2**16),
-    nest=st.booleans(),
-)
+@given(items=weighted_phrases, tau=taus, seed=st.integers(0, 2**16), nest=st.booleans())
 def test_sequences_score_the_contract_and_nemo(bpe, items, tau, seed, nest) -> None:
-    first_words = items[0][0].split()
-    if nest and len(first_words) > 1:  # a phrase inside another one
-        items = [*items, (first_words[1], 1.0)]
-    graph = build_graph([Term(text, weight) for text, weight in items], bpe, GraphParams(tau=tau))
-    folded = surfaces(bpe)
-    chains = []
-    for text, weight in items:
-        greedy = [lower1(piece) for piece in bpe.encode(lower1(text), out_type=str)]
-        pieces = scored_pieces(greedy, set(folded))
-        chains.append((pieces, [weight * score for score in nemo_token_scores(len(pieces))]))
-    reference = ReferenceScorer(chains, tau)
-    rng = random.Random(seed)
-    texts = ["".join(pieces) for pieces, _ in chains]
-    sequences = [random_labels(bpe.get_piece_size(), texts, folded, rng, rng.randint(1, 6)) for _ in range(5)]
+    graph, folded, reference, sequences = phrase_case(bpe, items, tau, seed, nest, count=5)
     scorer = GraphScorer(graph, alpha=1.0)
     nemo = nemo_totals(graph, sequences)
     for row, labels in enumerate(sequences):
