@@ -1,9 +1,11 @@
 """Captions of stream sessions in SQL: a session's row, numbering, persist-before-send and replay on resume.
 
-The database numbers the captions (``stream_sessions.last_seq``, in the transaction that stores each one),
-because another replica may still be flushing the same session's dropped connection while a resume streams
-on this one; and the database decides which resume owns a session (``backend.resume``). The WebSocket
-session (``backend.ws``) sends a final only after ``store`` returned it.
+The database numbers the captions (``stream_sessions.last_seq``, in the transaction that stores each one) and
+decides which connection owns a session (``backend.resume``): a caption is stored only by the connection of
+the session's current generation, so after a resume the dropped connection (perhaps still decoding its last
+chunks on another replica) can store nothing more. Its audio is not lost: the resuming client sends its
+audio again from the end of the last stored final (``restart_point``). The WebSocket session
+(``backend.ws``) sends a final only after ``store`` returned it.
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend import resume
 from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, utcnow
 from backend.db.session import Database, as_utc
 from backend.security import new_token, token_hash
 
-__all__ = ["CaptionStore", "OpenedSession", "final_message"]
+__all__ = ["CaptionStore", "OpenedSession", "Superseded", "final_message", "restart_point"]
+
+SAMPLE_RATE = 16000
+
+
+class Superseded(Exception):
+    """The session was resumed by a newer connection: this one may store nothing more."""
 
 
 @dataclass(frozen=True)
@@ -43,15 +50,24 @@ class OpenedSession:
     def last_seq(self) -> int:
         return self.segments[-1].seq if self.segments else 0
 
+    @property
+    def last_end_s(self) -> float:
+        """Where the stored captions end on the session's audio clock (0 before the first)."""
+        return max((s.end_s for s in self.segments), default=0.0)
 
-@dataclass(frozen=True)
-class Stored:
-    """One stored caption, the session's generation at that moment, and the captions another connection
-    stored since this one's last (to be sent first)."""
 
-    segment: CaptionSegment
-    generation: int
-    elsewhere: list[CaptionSegment]
+def restart_point(
+    last_end_s: float, audio_s: float | None, buffered_from_s: float | None, max_resend_s: float
+) -> float:
+    """Where a resumed connection's audio starts on the session's clock: the end of the last stored final,
+    so nothing after it is lost and nothing before it is decoded twice. Clamped to the audio the client
+    still holds (``buffered_from_s`` .. ``audio_s``, when it says) and to ``max_resend_s`` before
+    ``audio_s``; rounded to a sample, which is where the client restarts."""
+    point = last_end_s
+    if audio_s is not None:
+        floor_s = max(buffered_from_s if buffered_from_s is not None else 0.0, audio_s - max_resend_s)
+        point = min(max(point, floor_s), audio_s)
+    return round(max(0.0, point) * SAMPLE_RATE) / SAMPLE_RATE
 
 
 class CaptionStore:
@@ -105,46 +121,33 @@ class CaptionStore:
         return OpenedSession(row.id, token, generation, row.audio_offset_s, segments)
 
     async def store(
-        self, session_id: str, fields: dict[str, Any], audio_end_s: float, last_sent_seq: int
-    ) -> Stored:
-        """Number and store one caption (one attempt; the caller retries); ``audio_end_s`` becomes the
-        session's audio clock for a later resume."""
+        self, session_id: str, generation: int, fields: dict[str, Any], audio_end_s: float
+    ) -> CaptionSegment:
+        """Number and store one caption for the connection of ``generation`` (one attempt; the caller
+        retries); ``Superseded`` when a later resume owns the session. ``audio_end_s``: the audio decoded
+        when it was committed, kept with the session."""
         segment = CaptionSegment(session_id=session_id, **fields)
+        owned = (StreamSession.id == session_id) & (StreamSession.generation == generation)
         async with self._db.session() as db:
-            segment.seq, generation = (
+            numbered = (
                 await db.execute(
                     update(StreamSession)
-                    .where(StreamSession.id == session_id)
+                    .where(owned)
                     .values(last_seq=StreamSession.last_seq + 1, audio_offset_s=audio_end_s)
-                    .returning(StreamSession.last_seq, StreamSession.generation)
+                    .returning(StreamSession.last_seq)
                 )
-            ).one()
+            ).one_or_none()
+            if numbered is None:
+                raise Superseded("the session was resumed by another connection")
+            segment.seq = numbered[0]
             db.add(segment)
-            elsewhere = []
-            if segment.seq > last_sent_seq + 1:  # a number was taken by another connection meanwhile
-                elsewhere = await _numbered_after(db, session_id, last_sent_seq, below=segment.seq)
-        return Stored(segment, generation, elsewhere)
-
-    async def committed_after(self, session_id: str, seq: int) -> list[CaptionSegment]:
-        """Captions of the session numbered after ``seq`` (stored by another connection, typically the
-        dropped one still flushing on another replica)."""
-        async with self._db.session() as db:
-            return await _numbered_after(db, session_id, seq)
+        return segment
 
     async def record_end(self, session_id: str, generation: int) -> None:
         """The connection of ``generation`` ended (ignored once a later resume owns the session)."""
         owned = (StreamSession.id == session_id) & (StreamSession.generation == generation)
         async with self._db.session() as db:
             await db.execute(update(StreamSession).where(owned).values(ended_at=utcnow()))
-
-
-async def _numbered_after(
-    db: AsyncSession, session_id: str, seq: int, below: int | None = None
-) -> list[CaptionSegment]:
-    query = select(CaptionSegment).where(CaptionSegment.session_id == session_id, CaptionSegment.seq > seq)
-    if below is not None:
-        query = query.where(CaptionSegment.seq < below)
-    return list((await db.execute(query.order_by(CaptionSegment.seq))).scalars().all())
 
 
 def final_message(segment: CaptionSegment) -> dict[str, Any]:

@@ -139,6 +139,12 @@ class Settings(BaseSettings):
     max_session_s: float = Field(4 * 3600, gt=0, description="Longest streaming session, seconds.")
     max_audio_rate: float = Field(1.5, ge=1.0, description="Sustained audio rate allowed, x real time.")
     audio_burst_s: float = Field(4.0, gt=0, description="Audio a client may send ahead of real time, s.")
+    max_resend_s: float = Field(
+        30.0,
+        ge=0,
+        description="Audio a resuming client may send again at once (from the end of the last stored final, "
+        "plus what it captured while disconnected), s; older audio is not asked for.",
+    )
     lag_drop_partials_s: float = Field(2.0, gt=0, description="Lag above which partials are dropped, s.")
     lag_not_ready_s: float = Field(4.0, gt=0, description="Lag above which /readyz fails and 503s start, s.")
     lag_busy_s: float = Field(8.0, gt=0, description="Lag at which a session is closed 1013, s.")

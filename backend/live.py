@@ -81,6 +81,11 @@ class LiveSession(Protocol):
     @property
     def lag_s(self) -> float: ...
 
+    @property
+    def overdue_s(self) -> float:
+        """The lag beyond a resumed client's backlog still draining (what readiness judges)."""
+        ...
+
     async def end(self, code: int, reason: str) -> None:
         """Flush, persist and close with ``code`` (drain, meeting end, an admin, a newer connection)."""
         ...
@@ -207,6 +212,11 @@ class LiveHub:
 
     def max_lag_s(self) -> float:
         return max((s.lag_s for s in self.sessions.values()), default=0.0)
+
+    def max_overdue_s(self) -> float:
+        """The largest lag not explained by a resume's backlog: a replica catching up after a crash stays
+        ready for the other resumes."""
+        return max((s.overdue_s for s in self.sessions.values()), default=0.0)
 
     async def drain(self, timeout_s: float) -> None:
         """Shutdown: no new sessions; each live one is told to reconnect, flushed, persisted, closed 1012."""

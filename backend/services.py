@@ -69,7 +69,7 @@ class Services:
             "engine": bool(self.engine.ready),
             "not_draining": not self.hub.draining,
             "capacity": self.hub.slots.total < self.settings.max_sessions,
-            "not_lagging": self.hub.max_lag_s() < self.settings.lag_not_ready_s,
+            "not_lagging": self.hub.max_overdue_s() < self.settings.lag_not_ready_s,
             "persisting": self.persist.healthy(),
         }
 

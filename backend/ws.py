@@ -25,7 +25,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from backend import resume
 from backend.admission import SUBPROTOCOL, Admission, admit
-from backend.caption_store import CaptionStore, Stored, final_message
+from backend.caption_store import CaptionStore, Superseded, final_message, restart_point
 from backend.db.models import CaptionSegment, utcnow
 from backend.engine.contract import CaptionStream, VocabularyRef
 from backend.engine.errors import EngineError
@@ -59,7 +59,10 @@ class CaptionSession:
         self.chunk_bytes = 0
         self.seq = 0
         self.utterance = 0
-        self.audio_offset_s = 0.0
+        self.audio_offset_s = 0.0  # where this connection's audio starts on the session's clock
+        self.resend_s = 0.0  # audio the client sends again at once after `ready` (its backlog), seconds
+        self._not_captioned: dict[str, float] | None = None  # audio of a resumed session no one will decode
+        self._catching_up = False  # a resumed client's backlog is not decoded yet
         self.received_s = 0.0
         self.decoded_s = 0.0
         self.partials = 0
@@ -85,6 +88,12 @@ class CaptionSession:
     def lag_s(self) -> float:
         """Audio received minus audio decoded, seconds."""
         return max(0.0, self.received_s - self.decoded_s)
+
+    @property
+    def overdue_s(self) -> float:
+        """The lag that counts against the session (busy at ``lag_busy_s``) and the replica (readiness): the
+        backlog a resumed client sent again is excused until the stream has caught up once."""
+        return max(0.0, self.lag_s - self.resend_s) if self._catching_up else self.lag_s
 
     async def run(self) -> None:
         """Accept, read ``start``, stream until stop/close/drain; always release what it holds.
@@ -145,10 +154,11 @@ class CaptionSession:
             raise ProtocolViolation(1008, f"chunk_s must be one of {self.svc.settings.allowed_chunk_s}")
         self.chunk_s = float(chunk_s)
         self.chunk_bytes = 2 * self.svc.engine.chunk_samples(self.chunk_s)
+        held = _held_audio(message)
         token = message.get("resume_token")
         try:
             with self.svc.hub.resumes.hold(token_hash(token) if isinstance(token, str) else None):
-                resume_token, replay = await self._open_session(message)
+                resume_token, replay = await self._open_session(message, held)
                 self._log = log.bind(session_id=self.session_id, meeting_id=self.meeting_id)
                 self.live = await self.svc.hub.open_meeting(self.meeting_id)
                 self._vocabulary.start(self.live)
@@ -167,6 +177,8 @@ class CaptionSession:
                 "chunk_s": self.chunk_s,
                 "chunk_samples": self.chunk_bytes // 2,
                 "sample_rate": 16000,
+                "resume_from_s": self.audio_offset_s,
+                **({"not_captioned": self._not_captioned} if self._not_captioned else {}),
                 "meeting": {"id": self.live.meeting_id, "title": self.live.title, "kind": self.live.kind},
                 "vocabulary_version": self.live.version,
                 "terms": sorted({e.shown for e in self.live.vocabulary.entries}),
@@ -179,23 +191,36 @@ class CaptionSession:
         decoding = self.live.decoding if self.live else self.svc.settings.default_decoding
         return StreamOptions(chunk_s=self.chunk_s, decoding=decoding, vocabulary=handle)
 
-    async def _open_session(self, message: dict[str, Any]) -> tuple[str, list[CaptionSegment]]:
-        """Create the stream session, or resume one: returns the resume token and the finals to replay."""
+    async def _open_session(
+        self, message: dict[str, Any], held: tuple[float | None, float | None]
+    ) -> tuple[str, list[CaptionSegment]]:
+        """Create the stream session, or resume one: returns the resume token and the finals to replay, and
+        sets where this connection's audio starts (``ready``'s ``resume_from_s``)."""
         token = message.get("resume_token")
         if isinstance(token, str):
-            return token, await self._resume(token, message.get("last_seq") or 0)
-        await self._meeting_goes_live()
-        opened = await self._store.create(self.meeting_id, self.user_id)
-        self.session_id, self.resume_token_hash = opened.session_id, opened.resume_token_hash
-        return opened.resume_token, []
+            replay, last_end_s = await self._resume(token, message.get("last_seq") or 0)
+        else:
+            await self._meeting_goes_live()
+            opened = await self._store.create(self.meeting_id, self.user_id)
+            self.session_id, self.resume_token_hash = opened.session_id, opened.resume_token_hash
+            token, replay, last_end_s = opened.resume_token, [], 0.0
+        audio_s, buffered_from_s = held
+        max_resend_s = self.svc.settings.max_resend_s
+        self.audio_offset_s = restart_point(last_end_s, audio_s, buffered_from_s, max_resend_s)
+        if audio_s is not None:
+            self.resend_s = max(0.0, audio_s - self.audio_offset_s)
+            self._catching_up = self.resend_s > 0
+        if self.audio_offset_s > last_end_s + 0.001:  # the client no longer holds that audio
+            self._not_captioned = {"from_s": round(last_end_s, 3), "to_s": self.audio_offset_s}
+        return token, replay
 
     async def _meeting_goes_live(self) -> None:
         if not await self._store.meeting_goes_live(self.meeting_id):
             raise ProtocolViolation(1008, "the meeting has ended")
 
-    async def _resume(self, token: str, last_seq: Any) -> list[CaptionSegment]:
-        """Claim the session (the database lets exactly one resume win; ResumeConflict for the others) and
-        return its finals after ``last_seq``."""
+    async def _resume(self, token: str, last_seq: Any) -> tuple[list[CaptionSegment], float]:
+        """Claim the session (the database lets exactly one resume win; ResumeConflict for the others);
+        returns its finals after ``last_seq`` and where its stored finals end."""
         if not isinstance(last_seq, int):
             raise ProtocolViolation(1008, "last_seq must be an integer")
         await self._end_previous_connection(token_hash(token))
@@ -206,9 +231,8 @@ class CaptionSession:
         self.generation = opened.generation
         self.resume_token_hash = opened.resume_token_hash
         self.session_id = opened.session_id
-        self.audio_offset_s = opened.audio_offset_s
         self.seq = opened.last_seq
-        return [s for s in opened.segments if s.seq > last_seq]
+        return [s for s in opened.segments if s.seq > last_seq], opened.last_end_s
 
     async def _end_previous_connection(self, resume_hash: str) -> None:
         """A resume can arrive while the dropped connection is still flushing its last finals on this
@@ -225,7 +249,7 @@ class CaptionSession:
         """Receive frames; enforce frame size, audio rate, buffer bound and idle timeout; queue work."""
         settings = self.svc.settings
         first_audio: float | None = None
-        max_queued = max(2, int(settings.lag_busy_s / self.chunk_s) + 2)
+        max_queued = max(2, int((settings.lag_busy_s + self.resend_s) / self.chunk_s) + 2)
         try:
             while True:
                 try:
@@ -248,7 +272,8 @@ class CaptionSession:
                         )
                     now = time.monotonic()
                     first_audio = now if first_audio is None else first_audio
-                    budget_s = (now - first_audio) * settings.max_audio_rate + settings.audio_burst_s
+                    allowed_s = settings.audio_burst_s + self.resend_s  # ahead of real time
+                    budget_s = (now - first_audio) * settings.max_audio_rate + allowed_s
                     if self.received_s + self.chunk_s > budget_s:
                         raise ProtocolViolation(1008, "audio arrives faster than real time")
                     if self._queue.qsize() >= max_queued:
@@ -297,8 +322,10 @@ class CaptionSession:
                         raise RuntimeError("audio queued for a session without a stream")
                     result = await self._stream.push(payload)
                     self.decoded_s += self.chunk_s
+                    if self._catching_up and self.lag_s <= self.chunk_s:
+                        self._catching_up = False  # from now on any lag counts
                     await self._deliver(result)
-                    if self.lag_s >= self.svc.settings.lag_busy_s:
+                    if self.overdue_s >= self.svc.settings.lag_busy_s:
                         await self._finish_and_close(1013, "overloaded", busy=True)
                         return
                 elif kind == "configure":
@@ -378,26 +405,25 @@ class CaptionSession:
         }
         audio_end_s = offset + self.decoded_s
 
-        def store_once() -> Awaitable[Stored]:
-            return self._store.store(self.session_id, fields, audio_end_s, self.seq)
+        def store_once() -> Awaitable[CaptionSegment]:
+            return self._store.store(self.session_id, self.generation, fields, audio_end_s)
 
         svc = self.svc
-        stored = await with_retries(
-            svc.persist, svc.metrics.persist_failures, store_once, svc.settings.persist_attempts
-        )
+        try:
+            segment = await with_retries(
+                svc.persist, svc.metrics.persist_failures, store_once, svc.settings.persist_attempts
+            )
+        except Superseded:
+            self._superseded()  # the new connection's client sends this audio again
+            return
         self.finals += 1
         self.svc.metrics.finals_persisted.inc()
-        for other in stored.elsewhere:  # stored by another connection since our last: the client needs them
-            await self._send(final_message(other))
-        self.seq = stored.segment.seq
-        await self._send(
-            final_message(stored.segment) | {"audio_s": round(audio_end_s, 3), "pass": final.source}
-        )
-        if stored.generation != self.generation:
-            self._superseded()
+        self.seq = segment.seq
+        await self._send(final_message(segment) | {"audio_s": round(audio_end_s, 3), "pass": final.source})
 
     def _superseded(self) -> None:
-        """A later resume (on another replica) took the session over: stop streaming into it."""
+        """A later resume (on another replica) took the session over: stop streaming into it (its finals
+        are not stored; the resumed client sends their audio again)."""
         if self.state == SessionState.STREAMING and self._end_request is None:
             self._log.info("session_superseded")
             self._end_request = (1008, "resumed by another connection")
@@ -441,10 +467,7 @@ class CaptionSession:
             self._stream = None
             for final in result.finals:
                 await self._commit(final)
-        if stopped:  # captions another connection stored after our last: the client must have them all
-            for other in await self._store.committed_after(self.session_id, self.seq):
-                await self._send(final_message(other))
-                self.seq = other.seq
+        if stopped:
             await self._send({"type": "stopped", "finals": self.seq})
         if busy:
             self.svc.metrics.rejected_sessions.labels(reason="busy").inc()
@@ -521,3 +544,20 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     finally:
         svc.hub.slots.release(admission.user_id)
         structlog.contextvars.clear_contextvars()
+
+
+def _held_audio(message: dict[str, Any]) -> tuple[float | None, float | None]:
+    """``start``'s ``audio_s`` (the end of the audio the client has captured for this session) and
+    ``buffered_from_s`` (the oldest audio it can still send), both on the session's clock; None if absent."""
+    values = []
+    for key in ("audio_s", "buffered_from_s"):
+        value = message.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e7
+        ):
+            raise ProtocolViolation(1008, f"{key} must be a number of seconds >= 0")
+        values.append(None if value is None else float(value))
+    audio_s, buffered_from_s = values
+    if buffered_from_s is not None and (audio_s is None or buffered_from_s > audio_s):
+        raise ProtocolViolation(1008, "buffered_from_s needs audio_s and must not exceed it")
+    return audio_s, buffered_from_s

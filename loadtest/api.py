@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -80,12 +81,12 @@ class Fleet:
         body = _check(await self.users[user].post(f"/api/meetings/{meeting_id}/ticket"), "ticket")
         return body["ticket"]
 
-    async def persisted_finals(self, meeting_ids: set[int]) -> list[tuple[str, int]]:
-        """Every persisted final of those meetings as ``(session_id, seq)`` (repeats kept)."""
-        out: list[tuple[str, int]] = []
+    async def persisted_finals(self, meeting_ids: set[int]) -> list[dict[str, Any]]:
+        """Every persisted final of those meetings (``session_id``, ``seq``, ``start_s``, ``end_s``...)."""
+        out: list[dict[str, Any]] = []
         for meeting_id in sorted(meeting_ids):
             body = _check(await self.admin.get(f"/api/meetings/{meeting_id}/captions"), "captions")
-            out.extend((c["session_id"], c["seq"]) for c in body["captions"])
+            out.extend(body["captions"])
         return out
 
     async def close(self) -> None:

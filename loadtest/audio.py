@@ -102,5 +102,9 @@ class AudioLoop:
 
     def chunk(self, k: int) -> bytes:
         """PCM16 little-endian bytes of chunk ``k``, wrapping around the end of the WAV."""
-        start = (k * self.chunk_samples) % self._length
+        return self.samples(k * self.chunk_samples)
+
+    def samples(self, first: int) -> bytes:
+        """PCM16 little-endian bytes of one chunk from sample ``first`` on, wrapping around the end."""
+        start = first % self._length
         return self._samples[start : start + self.chunk_samples].tobytes()

@@ -87,6 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run every step even after one is not real time (overload runs)",
     )
+    load.add_argument(
+        "--kill-at-s",
+        type=float,
+        metavar="SECONDS",
+        help="fault mode (needs --start-server): kill -9 the server this long into each step and start it "
+        "again; every client resumes and sends its held audio again; no final may be lost or doubled",
+    )
     judge = parser.add_argument_group("verdict and output")
     judge.add_argument(
         "--latency-budget-ms",
@@ -138,6 +145,8 @@ def _config(args: argparse.Namespace, base_url: str, password: str, pid: int | N
         sample_interval_s=args.sample_interval_s,
         max_total_s=args.max_minutes * 60,
         continue_past_capacity=args.continue_past_capacity,
+        kill_at_s=args.kill_at_s,
+        fault_grace_s=args.server_start_timeout_s,
         label=label,
         progress=not args.no_progress,
     )
@@ -160,7 +169,7 @@ def format_table(report: dict[str, Any]) -> str:
         "cpu%",
         "rss MB",
         "dropped",
-        "lost/dup",
+        "lost/dup/twice",
         "RT",
     )
     rows = [head]
@@ -180,7 +189,7 @@ def format_table(report: dict[str, Any]) -> str:
                 s["cpu_pct_mean"],
                 s["rss_mb_max"],
                 s["partials_dropped"],
-                f"{s['finals_lost']}/{s['finals_duplicated']}",
+                f"{s['finals_lost']}/{s['finals_duplicated']}/{s['finals_overlapping']}",
                 "yes" if s["realtime"] else "no",
             )
         )
@@ -205,6 +214,9 @@ def run(args: argparse.Namespace) -> int:
     if not (args.url or args.start_server):
         print("give --url URL (with --admin-password) or --start-server", file=sys.stderr)
         return 2
+    if args.kill_at_s is not None and not args.start_server:
+        print("--kill-at-s kills the server, so it needs --start-server", file=sys.stderr)
+        return 2
     try:
         _config(args, args.url or "http://127.0.0.1", args.admin_password or "-", None)
     except ValueError as exc:
@@ -220,14 +232,18 @@ def run(args: argparse.Namespace) -> int:
             return 2
         else:
             config = _config(args, args.url, args.admin_password, args.server_pid)
-        report = asyncio.run(run_loadtest(config))
+        restart = server.kill_and_restart if server is not None and args.kill_at_s is not None else None
+        report = asyncio.run(run_loadtest(config, restart))
     finally:
         if server is not None:
             server.stop()
     paths = write_outputs(report, out)
     print(format_table(report) + "\n".join(report["notes"]))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
-    bad = any(s["finals_lost"] or s["finals_duplicated"] or s["finals_unpersisted"] for s in report["steps"])
+    bad = any(
+        s["finals_lost"] or s["finals_duplicated"] or s["finals_unpersisted"] or s["finals_overlapping"]
+        for s in report["steps"]
+    )
     return 1 if bad else 0
 
 

@@ -1,11 +1,15 @@
 """One simulated browser: streams a looped WAV in real time over protocol v1 and records what it sees.
 
-Chunk ``k`` (from 0) of a client's audio is complete, and sent, at ``t0 + (k + 1) * chunk_s`` on the
-monotonic clock (``t0``: the first ``ready``), so sending never drifts. A server message that carries
-``audio_s`` answers the chunk that ends at ``audio_s``; its latency is its receive time minus that chunk's
-send time. Latency is measured on a session's first connection only: after a resume the server's ``audio_s``
-continues from an offset the client cannot see exactly (resumed connections are still checked for lost and
-duplicated finals).
+The audio of a session is a clock of samples from the first ``ready`` (``t0``): the chunk ending at sample
+``e`` is complete, and sent, at ``t0 + e / 16000`` on the monotonic clock, so sending never drifts. Like the
+page it keeps the last ``RESEND_S`` seconds: on a resume it tells the server what it holds and sends again
+from ``ready``'s ``resume_from_s`` (the end of the stored finals), the held backlog at once. A server message
+that carries ``audio_s`` answers the chunk that ends there; its latency is its receive time minus that
+chunk's send time (measured on a session's first connection only; resumed ones send a backlog late on
+purpose, and are checked for lost and duplicated finals).
+
+With ``resume_on_loss`` (the load test's fault mode) a connection the server lost (a crash, a restart) is
+resumed like the page does, retrying until the server is back or ``fault_grace_s`` after the stop time.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.typing import Origin, Subprotocol
@@ -26,7 +31,9 @@ from loadtest.audio import AudioLoop
 SUBPROTOCOL = "captions.v1"
 READY_TIMEOUT_S = 60.0
 RESUME_RETRY_S = 1.0  # back-off after a 503 on a resume handshake
-RESUME_ATTEMPTS = 5
+RESEND_S = 30.0  # audio kept for sending again after a resume, as the page does
+SAMPLE_RATE = 16000
+FINAL_CLOSE = (1000, 1008, 1009)  # close codes after which the page does not reconnect
 TicketSource = Callable[[int], Awaitable[str]]
 
 
@@ -41,6 +48,8 @@ class ClientPlan:
     stop_at: float
     first_chunk: int = 0
     drop_at: float | None = None
+    resume_on_loss: bool = False
+    fault_grace_s: float = 0.0
 
 
 @dataclass
@@ -66,6 +75,9 @@ class ClientResult:
     chunks_sent: int = 0
     dropped: int = 0
     resume_refusals: int = 0
+    outages: int = 0  # connections the server lost (resumed in fault mode)
+    reconnect_attempts: int = 0  # fault mode: tries that found the server down
+    not_captioned_s: float = 0.0  # audio the server said it could not caption after a resume
     stopped: bool = False
 
     @property
@@ -78,7 +90,8 @@ class _Connection:
     ws: ClientConnection
     measure: bool
     aborted: bool = False  # the client cut it on purpose (a simulated network drop)
-    send_times: dict[int, float] = field(default_factory=dict)  # chunk number in this connection (1..) -> t
+    send_times: dict[int, float] = field(default_factory=dict)  # a sent chunk's end (session sample) -> t
+    sent_samples: int = 0
 
 
 class StreamingClient:
@@ -109,16 +122,41 @@ class StreamingClient:
         await asyncio.sleep(max(0.0, self.plan.start_at - time.monotonic()))
         try:
             outcome = await self._connection()
-            while outcome in ("dropped", "resume_refused"):
-                await asyncio.sleep(self.reconnect_delay_s if outcome == "dropped" else RESUME_RETRY_S)
+            while outcome in ("dropped", "resume_refused") or self._resumes_after(outcome):
+                await asyncio.sleep(self.reconnect_delay_s if outcome != "resume_refused" else RESUME_RETRY_S)
                 outcome = await self._connection()
         except Exception as exc:  # a client bug or a REST failure: recorded in the report, never hidden
             self.result.errors.append(f"client:{type(exc).__name__}:{exc}"[:200])
         return self.result
 
+    def _resumes_after(self, outcome: str) -> bool:
+        """Fault mode: the server lost the connection (or was down): resume, until the grace time ends."""
+        plan = self.plan
+        if not plan.resume_on_loss or self._resume_token is None or outcome not in ("closed", "failed"):
+            return False
+        codes = self.result.close_codes
+        if outcome == "closed" and (not codes or codes[-1] in FINAL_CLOSE):
+            return False
+        return time.monotonic() < plan.stop_at + plan.fault_grace_s
+
+    def _held(self) -> tuple[int, int]:
+        """The audio captured so far and the oldest still held, in samples on the session's clock."""
+        if self._audio_t0 is None:
+            return 0, 0
+        chunk = self.audio.chunk_samples
+        now = min(time.monotonic(), self.plan.stop_at)
+        captured = int((now - self._audio_t0) * SAMPLE_RATE) // chunk * chunk
+        return captured, max(0, captured - int(RESEND_S * SAMPLE_RATE))
+
     async def _connection(self) -> str:
         """One WebSocket connection: ticket, handshake, start, stream; says how it ended."""
-        ticket = await self.tickets(self.plan.meeting_id)
+        try:
+            ticket = await self.tickets(self.plan.meeting_id)
+        except (httpx.TransportError, httpx.HTTPStatusError):
+            if not self.plan.resume_on_loss or self._resume_token is None:
+                raise
+            self.result.reconnect_attempts += 1  # the server is down: expected in fault mode, retried
+            return "failed"
         try:
             ws = await connect(
                 self.ws_url,
@@ -130,52 +168,68 @@ class StreamingClient:
                 open_timeout=READY_TIMEOUT_S,
             )
         except InvalidStatus as exc:
-            resuming = self._resume_token is not None and time.monotonic() < self.plan.stop_at
-            if exc.response.status_code == 503 and resuming and self.result.resume_refusals < RESUME_ATTEMPTS:
+            # A resume refused with 503 (overloaded, starting) is retried every second as the page does, until
+            # ``stop_timeout_s`` after the step (the server's backlog has drained by then) or, in fault mode,
+            # until the server had ``fault_grace_s`` to come back: the session's stored finals are replayed.
+            plan = self.plan
+            grace_s = plan.fault_grace_s if plan.resume_on_loss else self.stop_timeout_s
+            resuming = self._resume_token is not None and time.monotonic() < plan.stop_at + grace_s
+            if exc.response.status_code == 503 and resuming:
                 self.result.resume_refusals += 1  # like a browser: back off and resume again
                 return "resume_refused"
             self.result.handshake_status = exc.response.status_code
             self.result.handshake_refused_at = time.monotonic()
             return "refused"
         except (OSError, InvalidHandshake, TimeoutError) as exc:
-            self.result.errors.append(f"connect:{type(exc).__name__}")
+            if self.plan.resume_on_loss and self._resume_token is not None:
+                self.result.reconnect_attempts += 1  # the server is down: expected in fault mode
+            else:
+                self.result.errors.append(f"connect:{type(exc).__name__}")
             return "failed"
         self.result.connections += 1
         try:
-            if not await self._start(ws):
+            resume_from = await self._start(ws)
+            if resume_from is None:
                 return "failed"
             conn = _Connection(ws, measure=self.result.connections == 1)
             receiver = asyncio.create_task(self._receive(conn))
-            return await self._stream(conn, receiver)
+            return await self._stream(conn, receiver, resume_from)
         finally:
             await ws.close()
 
-    async def _start(self, ws: ClientConnection) -> bool:
+    async def _start(self, ws: ClientConnection) -> int | None:
+        """``start`` / ``ready``; returns the sample to send from (None: no ``ready``)."""
+        captured, oldest = self._held()
         start: dict[str, Any] = {"type": "start", "chunk_s": self.plan.chunk_s}
         if self._resume_token is not None:
             start |= {"resume_token": self._resume_token, "last_seq": self.result.last_seq}
+        start |= {"audio_s": captured / SAMPLE_RATE, "buffered_from_s": oldest / SAMPLE_RATE}
         try:
             await ws.send(json.dumps(start))
             ready = json.loads(await asyncio.wait_for(ws.recv(), READY_TIMEOUT_S))
         except (ConnectionClosed, TimeoutError):
             self._record_close(ws)
             self.result.errors.append("no_ready")
-            return False
+            return None
         if ready.get("type") != "ready":
             self.result.errors.append(f"expected_ready:{ready.get('type')}:{ready.get('code', '')}")
-            return False
+            return None
         self.result.session_id = ready["session_id"]
         self._resume_token = ready["resume_token"]
-        return True
+        gap = ready.get("not_captioned")
+        if gap:
+            self.result.not_captioned_s += float(gap["to_s"]) - float(gap["from_s"])
+        return round(float(ready.get("resume_from_s", captured / SAMPLE_RATE)) * SAMPLE_RATE)
 
-    async def _stream(self, conn: _Connection, receiver: asyncio.Task[None]) -> str:
-        """Send chunks on the real-time schedule until stop time, a planned drop, or the server closing."""
-        plan, chunk_s = self.plan, self.plan.chunk_s
+    async def _stream(self, conn: _Connection, receiver: asyncio.Task[None], position: int) -> str:
+        """Send chunks from sample ``position`` on the real-time schedule (what is already due at once)
+        until stop time, a planned drop, or the server closing."""
+        plan, chunk = self.plan, self.audio.chunk_samples
         if self._audio_t0 is None:  # the microphone starts once the first `ready` arrived
             self._audio_t0 = time.monotonic()
-        k = max(0, int((time.monotonic() - self._audio_t0) / chunk_s))  # audio "spoken" while offline is lost
+        first_sample = plan.first_chunk * chunk
         while True:
-            due = self._audio_t0 + (k + 1) * chunk_s
+            due = self._audio_t0 + (position + chunk) / SAMPLE_RATE
             if due > plan.stop_at:
                 return await self._stop(conn, receiver)
             if plan.drop_at is not None and due > plan.drop_at and not self.result.dropped:
@@ -184,13 +238,14 @@ class StreamingClient:
             if receiver.done():
                 return "closed"
             try:
-                await conn.ws.send(self.audio.chunk(plan.first_chunk + k))
+                await conn.ws.send(self.audio.samples(first_sample + position))
             except ConnectionClosed:
                 await receiver
                 return "closed"
-            conn.send_times[len(conn.send_times) + 1] = time.monotonic()
+            position += chunk
+            conn.send_times[position] = time.monotonic()
+            conn.sent_samples += chunk
             self.result.chunks_sent += 1
-            k += 1
 
     async def _stop(self, conn: _Connection, receiver: asyncio.Task[None]) -> str:
         try:
@@ -224,6 +279,8 @@ class StreamingClient:
             pass  # the close code is read from the connection below
         if not conn.aborted:
             self._record_close(conn.ws)
+            if self.result.close_codes[-1] not in FINAL_CLOSE:
+                self.result.outages += 1
 
     def _record_close(self, ws: ClientConnection) -> None:
         code = ws.close_code
@@ -255,10 +312,10 @@ class StreamingClient:
         if not conn.measure or "audio_s" not in message:
             return
         audio_s = float(message["audio_s"])
-        sent_at = conn.send_times.get(round(audio_s / self.plan.chunk_s))
+        sent_at = conn.send_times.get(round(audio_s * SAMPLE_RATE))
         if sent_at is None:
             self.result.errors.append("unmatched_audio_s")
             return
         into.append((now - sent_at) * 1000.0)
-        ack_lag_s = len(conn.send_times) * self.plan.chunk_s - audio_s
+        ack_lag_s = conn.sent_samples / SAMPLE_RATE - audio_s
         self.result.max_ack_lag_s = max(self.result.max_ack_lag_s, ack_lag_s)

@@ -84,6 +84,25 @@ def finals_check(
     }
 
 
+OVERLAP_TOLERANCE_S = 0.1
+
+
+def finals_overlapping(persisted: Iterable[dict[str, Any]], session_ids: set[str]) -> int:
+    """Stored finals of these sessions that start before the previous final of their session ended (by more
+    than ``OVERLAP_TOLERANCE_S``): the same audio decoded twice, e.g. by a dropped connection and by the
+    resume that sent that audio again. Must be zero."""
+    by_session: dict[str, list[tuple[int, float, float]]] = {}
+    for c in persisted:
+        if c["session_id"] in session_ids:
+            by_session.setdefault(c["session_id"], []).append((c["seq"], c["start_s"], c["end_s"]))
+    overlapping = 0
+    for finals in by_session.values():
+        finals.sort()
+        pairs = zip(finals, finals[1:], strict=False)
+        overlapping += sum(1 for before, after in pairs if after[1] < before[2] - OVERLAP_TOLERANCE_S)
+    return overlapping
+
+
 def _lost_after_refused_resume(clients: Sequence[ClientResult], persisted: Sequence[tuple[str, int]]) -> int:
     """Of the lost finals, those of clients that dropped and whose every resume was refused (503): the server
     persisted them and would replay them on a later resume, the client gave up first."""
@@ -147,13 +166,16 @@ def summarize_step(
     chunk_s: float,
     clients: Sequence[ClientResult],
     samples: Sequence[Sample],
-    persisted: Sequence[tuple[str, int]],
+    persisted: Sequence[dict[str, Any]],
     started_at: float,
     criteria: Criteria,
     steady_s: tuple[float, float] = (0.0, math.inf),
 ) -> dict[str, Any]:
     """The report row of one step (docs/loadtest.md explains each field). ``steady_s``: the part of the step
-    (seconds since its start) when every client has joined."""
+    (seconds since its start) when every client has joined. ``persisted``: the stored finals of the step's
+    meetings, as the captions API returns them."""
+    keys = [(c["session_id"], c["seq"]) for c in persisted]
+    sessions = {c.session_id for c in clients if c.session_id}
     partial = [x for c in clients for x in c.partial_latency_ms]
     final = [x for c in clients for x in c.final_latency_ms]
     lags = [c.max_lag_s for c in clients if c.connections]
@@ -181,10 +203,12 @@ def summarize_step(
         **_server_figures(samples, steady_s),
         "close_codes": {str(k): v for k, v in sorted(codes.items())},
         "errors": dict(errors.most_common()),
-        **finals_check(
-            (f for c in clients for f in c.finals), persisted, {c.session_id for c in clients if c.session_id}
-        ),
-        "finals_lost_resume_refused": _lost_after_refused_resume(clients, persisted),
+        **finals_check((f for c in clients for f in c.finals), keys, sessions),
+        "finals_overlapping": finals_overlapping(persisted, sessions),
+        "finals_lost_resume_refused": _lost_after_refused_resume(clients, keys),
+        "outages": sum(c.outages for c in clients),
+        "reconnect_attempts": sum(c.reconnect_attempts for c in clients),
+        "not_captioned_s": round(sum(c.not_captioned_s for c in clients), 2),
         "degradation": degradation(clients, samples, started_at),
     }
     step["realtime"], step["not_realtime_because"] = verdict(step, criteria)
@@ -214,6 +238,8 @@ def verdict(step: dict[str, Any], criteria: Criteria) -> tuple[bool, list[str]]:
         reasons.append(f"p95 final latency {step['final_ms_p95']} ms > {criteria.latency_budget_ms} ms")
     if step["finals_lost"] or step["finals_duplicated"] or step["finals_unpersisted"]:
         reasons.append("finals lost or duplicated")
+    if step.get("finals_overlapping"):
+        reasons.append("audio decoded twice (overlapping finals)")
     if step["errors"]:
         reasons.append("errors: " + ", ".join(step["errors"]))
     return not reasons, reasons
@@ -234,7 +260,7 @@ CSV_FIELDS = (
     "final_ms_p50 final_ms_p95 final_ms_p99 final_ms_n streams_lagging "
     "stream_max_lag_s server_max_lag_s batch_mean batch_max "
     "step_ms_mean step_ms_p95 cpu_pct_mean rss_mb_max partials_dropped finals_persisted finals_lost "
-    "finals_duplicated realtime"
+    "finals_duplicated finals_overlapping outages not_captioned_s realtime"
 ).split()
 
 

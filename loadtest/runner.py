@@ -3,6 +3,11 @@ the server while they stream, checks their finals against what the server persis
 
 Bounded: at most ``MAX_CLIENTS`` clients, each step lasts ``step_seconds`` (+ the time to stop), the whole run
 stops at ``max_total_s``; by default the ramp ends after the first step that is not real time.
+
+Fault mode (``kill_at_s``, with a ``restart`` callback from ``--start-server``): the server is killed with
+SIGKILL that many seconds into each step and started again on the same database; every client resumes as
+the page does (sending its held audio again) and the step still checks that no final was lost, received
+twice or decoded twice.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class LoadTestConfig:
     continue_past_capacity: bool = False
     label: str = ""
     progress: bool = True
+    kill_at_s: float | None = None
+    fault_grace_s: float = 600.0
 
     def __post_init__(self) -> None:
         if not self.steps or min(self.steps) < 1 or max(self.steps) > MAX_CLIENTS:
@@ -74,6 +81,8 @@ class LoadTestConfig:
             raise ValueError("clients_per_meeting and clients_per_user must be >= 1")
         if not 0 <= self.terms <= 20000:
             raise ValueError("terms must be between 0 and 20000")
+        if self.kill_at_s is not None and not 0 < self.kill_at_s < self.step_seconds:
+            raise ValueError("kill_at_s must fall inside a step (0 < kill_at_s < step_seconds)")
 
 
 class ProcessSampler:
@@ -135,6 +144,8 @@ class _Step:
                     stop_at=stop_at,
                     first_chunk=(index * 7) % self.run.audio.chunks_per_loop,
                     drop_at=(start_at + stop_at) / 2 if index in droppers else None,
+                    resume_on_loss=config.kill_at_s is not None,
+                    fault_grace_s=config.fault_grace_s,
                 )
             )
         return plans
@@ -149,9 +160,12 @@ class _Step:
         sampler = asyncio.create_task(self._sample_forever())
         progress = asyncio.create_task(self._progress())
         tasks = [asyncio.create_task(c.run()) for c in self.clients]
+        fault = asyncio.create_task(self._fault()) if config.kill_at_s is not None else None
+        grace_s = config.fault_grace_s if fault is not None else 0.0
         _, pending = await asyncio.wait(
-            tasks, timeout=START_LEAD_S + config.step_seconds + config.stop_timeout_s + 30
+            tasks, timeout=START_LEAD_S + config.step_seconds + config.stop_timeout_s + 30 + grace_s
         )
+        fault_figures = await fault if fault is not None else {}
         for task in pending:
             task.cancel()
         sampler.cancel()
@@ -174,7 +188,20 @@ class _Step:
             config.criteria,
             steady_s,
         )
-        return step | {"host_loadavg_1m": round(os.getloadavg()[0], 2)}  # this machine is shared
+        return step | fault_figures | {"host_loadavg_1m": round(os.getloadavg()[0], 2)}  # a shared machine
+
+    async def _fault(self) -> dict[str, Any]:
+        """Kill the server ``kill_at_s`` into the step and start it again; when, and how long it was down."""
+        run = self.run
+        if run.restart is None or run.config.kill_at_s is None:
+            raise RuntimeError("fault mode needs a server this run started")
+        await asyncio.sleep(max(0.0, self.started_at + run.config.kill_at_s - time.monotonic()))
+        killed = time.monotonic()
+        run.process.pid = await asyncio.to_thread(run.restart)
+        return {
+            "killed_at_s": round(killed - self.started_at, 2),
+            "down_s": round(time.monotonic() - killed, 2),
+        }
 
     async def _sample(self) -> None:
         run = self.run
@@ -235,9 +262,15 @@ def _spread(count: int, n: int) -> set[int]:
 
 class _Run:
     def __init__(
-        self, config: LoadTestConfig, audio: AudioLoop, fleet: Fleet, http: httpx.AsyncClient
+        self,
+        config: LoadTestConfig,
+        audio: AudioLoop,
+        fleet: Fleet,
+        http: httpx.AsyncClient,
+        restart: Callable[[], int] | None = None,
     ) -> None:
         self.config, self.audio, self.fleet, self.http = config, audio, fleet, http
+        self.restart = restart  # fault mode: kill -9 the server, start it again, return its new pid
         self.process = ProcessSampler(config.server_pid)
         self.ws_url = config.base_url.replace("http", "ws", 1).rstrip("/") + "/ws"
         self.origin = config.origin or config.base_url.rstrip("/")
@@ -277,8 +310,9 @@ def load_audio(config: LoadTestConfig, work_dir: Path) -> AudioLoop:
     return AudioLoop(load_pcm16(path), round(config.chunk_s * SAMPLE_RATE_HZ))
 
 
-async def run_loadtest(config: LoadTestConfig) -> dict[str, Any]:
-    """Run every step (within the time budget) and return the report (see ``report.write_outputs``)."""
+async def run_loadtest(config: LoadTestConfig, restart: Callable[[], int] | None = None) -> dict[str, Any]:
+    """Run every step (within the time budget) and return the report (see ``report.write_outputs``).
+    ``restart``: for the fault mode, kills the server with SIGKILL and starts it again (returns its pid)."""
     began, wall_start = time.monotonic(), datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="captions-loadtest-") as work_dir:
         audio = load_audio(config, Path(work_dir))
@@ -287,7 +321,7 @@ async def run_loadtest(config: LoadTestConfig) -> dict[str, Any]:
     steps: list[dict[str, Any]] = []
     notes: list[str] = []
     async with httpx.AsyncClient(base_url=config.base_url, timeout=30) as http:
-        run = _Run(config, audio, fleet, http)
+        run = _Run(config, audio, fleet, http, restart)
         try:
             for n in config.steps:
                 if not await _prepare_step(run, n, began, notes):

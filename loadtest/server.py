@@ -66,7 +66,7 @@ class ServerProcess:
         subprocess.run(
             self._cli("migrate"), env=self.env, cwd=REPO_ROOT, check=True, capture_output=True, timeout=300
         )
-        with self.log_path.open("wb") as log:
+        with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 self._cli("serve"), env=self.env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT
             )
@@ -82,6 +82,17 @@ class ServerProcess:
             time.sleep(0.5)
         self.stop()
         raise TimeoutError(f"the server was not ready after {self.start_timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def kill_and_restart(self) -> int:
+        """The load test's fault: SIGKILL (no drain, nothing flushed), then start again on the same port and
+        database; returns the new pid."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+        self.start()
+        if self.process is None:
+            raise RuntimeError("the server did not restart")
+        return self.process.pid
 
     def log_tail(self, lines: int = 30) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -181,7 +181,8 @@ async def test_a_resume_on_another_replica_supersedes_the_live_connection(
     tmp_path: Path, database_url: str
 ) -> None:
     """Across replicas the database decides: the connection that was resumed elsewhere ends (1008) at its
-    next caption instead of streaming on beside the new one."""
+    next caption instead of streaming on beside the new one, and that caption is not stored (the audio
+    belongs to the session's new owner, whose client sends it again from ``resume_from_s``)."""
     shared = {"database_url": database_url}
     with (
         LiveServer(make_settings(tmp_path, **shared), FakeEngine()) as replica_a,
@@ -195,15 +196,18 @@ async def test_a_resume_on_another_replica_supersedes_the_live_connection(
         while json.loads(await old.recv())["type"] != "final":
             pass
         new = await open_ws(replica_b, ticket(api, meeting_id))
-        await start(new, resume_token=ready["resume_token"], last_seq=1)
+        resumed = await start(new, resume_token=ready["resume_token"], last_seq=1)
+        assert resumed["resume_from_s"] == 1.12
         for sample in (72, 0):
             await old.send(chunk(sample))
         rest = await asyncio.wait_for(collect(old), 10)
-        assert [m["text"] for m in finals(rest)] == ["word72"]
+        assert finals(rest) == []
         assert old.close_code == 1008 and "resumed" in (old.close_reason or "")
+        for sample in (72, 0):
+            await new.send(chunk(sample))
         await new.send(json.dumps({"type": "stop"}))
         messages = await asyncio.wait_for(collect(new), 10)
-        assert [(m["seq"], m["text"]) for m in finals(messages)] == [(2, "word72")]
+        assert [(m["seq"], m["text"], m["start_s"]) for m in finals(messages)] == [(2, "word72", 1.12)]
         assert persisted(replica_a) == [(1, "word71"), (2, "word72")]
 
 
@@ -296,3 +300,71 @@ async def test_a_failed_persist_is_visible_and_the_session_can_resume(
     await again.send(json.dumps({"type": "stop"}))
     assert [(m["seq"], m["text"]) for m in finals(await collect(again))] == [(2, "word83")]
     assert persisted(server) == [(1, "word81"), (2, "word83")]
+
+
+# ----- item 5: after a crash the client sends its audio again from the end of the last stored final -----
+
+
+@pytest.mark.parametrize(
+    ("last_end_s", "audio_s", "buffered_from_s", "expected"),
+    [
+        (11.76, None, None, 11.76),  # a client that says nothing: the end of the stored finals
+        (11.76, 13.44, 0.0, 11.76),  # the issue's kill -9: restart where the stored finals end
+        (11.76, 13.44, 12.0, 12.0),  # the client no longer holds 11.76-12.0: from its oldest audio
+        (11.76, 11.2, 0.0, 11.2),  # never after the audio the client has
+        (0.0, 50.0, 0.0, 20.0),  # at most max_resend_s (30) before audio_s
+        (1.000031, 5.0, 0.0, 1.0),  # on a sample (1/16000 s)
+    ],
+)
+def test_restart_point(last_end_s: float, audio_s: float, buffered_from_s: float, expected: float) -> None:
+    from backend.caption_store import restart_point
+
+    assert restart_point(last_end_s, audio_s, buffered_from_s, 30.0) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        {"audio_s": -1},
+        {"audio_s": "3"},
+        {"audio_s": True},
+        {"buffered_from_s": 1.0},
+        {"audio_s": 2, "buffered_from_s": 3},
+    ],
+)
+async def test_start_with_bad_held_audio_gets_a_typed_error(
+    server: LiveServer, held: dict[str, object]
+) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    await ws.send(json.dumps({"type": "start", "chunk_s": 0.56, **held}))
+    messages = await asyncio.wait_for(collect(ws), 10)
+    assert messages[0]["type"] == "error" and messages[0]["code"] == "protocol"
+    assert "audio_s" in messages[0]["message"] or "buffered_from_s" in messages[0]["message"]
+    assert ws.close_code == 1008
+
+
+async def test_a_resumed_client_may_send_its_backlog_at_once(tmp_path: Path) -> None:
+    """The audio a client held while the server was down (here 11.76 s, beyond the 4 s burst and the 8 s
+    busy lag) is accepted at once after a resume and decoded; later audio must keep to real time again."""
+    settings = make_settings(tmp_path, idle_timeout_s=10.0)
+    with LiveServer(settings, FakeEngine(step_delay_s=0.02)) as live:
+        api, meeting_id = meeting(live)
+        ws = await open_ws(live, ticket(api, meeting_id))
+        ready = await start(ws)
+        ws.transport.abort()
+        await asyncio.sleep(0.3)
+        again = await open_ws(live, ticket(api, meeting_id))
+        resumed = await start(
+            again, resume_token=ready["resume_token"], last_seq=0, audio_s=11.76, buffered_from_s=0.0
+        )
+        assert resumed["resume_from_s"] == 0.0
+        backlog = [80 + i if i % 3 != 2 else 0 for i in range(21)]  # 21 chunks of 0.56 s
+        for sample in backlog:
+            await again.send(chunk(sample))
+        await again.send(json.dumps({"type": "stop"}))
+        messages = await asyncio.wait_for(collect(again), 30)
+        assert [m for m in messages if m["type"] in ("error", "busy")] == []
+        assert len(finals(messages)) == 7
+        assert finals(messages)[-1]["start_s"] == pytest.approx(18 * 0.56)
+        assert again.close_code == 1000

@@ -18,6 +18,7 @@ from loadtest.report import (
     capacity,
     degradation,
     finals_check,
+    finals_overlapping,
     percentile,
     verdict,
     write_outputs,
@@ -94,6 +95,24 @@ def test_finals_check_counts_lost_duplicated_and_unpersisted() -> None:
     }
 
 
+def test_finals_overlapping_counts_audio_decoded_twice() -> None:
+    def final(session: str, seq: int, start_s: float, end_s: float) -> dict[str, object]:
+        return {"session_id": session, "seq": seq, "start_s": start_s, "end_s": end_s}
+
+    persisted = [
+        final("a", 2, 1.12, 2.24),
+        final("a", 1, 0.0, 1.12),
+        final("a", 3, 2.2, 3.0),  # within the 0.1 s tolerance
+        final("a", 4, 2.5, 3.5),  # starts 0.5 s before seq 3 ended: decoded twice
+        final("b", 1, 0.0, 5.0),
+        final("b", 2, 1.0, 2.0),  # another session's clock
+        final("c", 1, 0.0, 9.0),  # not a session of this step
+        final("c", 2, 0.0, 9.0),
+    ]
+    assert finals_overlapping(persisted, {"a"}) == 1
+    assert finals_overlapping(persisted, {"a", "b"}) == 2
+
+
 def test_degradation_order() -> None:
     def sample(t: float, dropped: float) -> Sample:
         return Sample(t, {"captions_partials_dropped_total": dropped}, True, None, None)
@@ -134,6 +153,7 @@ def test_small_run_loses_nothing_and_measures_latency(tmp_path: Path) -> None:
     assert step["connected"] == 3 and step["reconnected"] == 1, step
     assert step["finals_persisted"] > 0 and step["finals_received"] >= step["finals_persisted"]
     assert (step["finals_lost"], step["finals_duplicated"], step["finals_unpersisted"]) == (0, 0, 0)
+    assert step["finals_overlapping"] == 0 and step["not_captioned_s"] == 0  # the resume sent its audio again
     assert step["partial_ms_p50"] is not None and step["final_ms_p95"] is not None and step["final_ms_n"] > 0
     assert step["close_codes"] == {"1000": 3} and step["errors"] == {}
     assert step["batch_max"] == 1 and step["partials_dropped"] == 0
@@ -164,3 +184,28 @@ def test_overload_degrades_in_order_without_losing_finals(tmp_path: Path) -> Non
     assert step["partials_dropped"] > 0 and step["handshake_503"] > 0 and step["busy_1013"] > 0
     assert (step["finals_lost"], step["finals_duplicated"], step["finals_unpersisted"]) == (0, 0, 0)
     assert not step["realtime"] and report["capacity"] == 0
+
+
+# ----- fault mode: the real service, the bundled model, kill -9 ---------------------------------------------
+@pytest.mark.slow
+def test_fault_mode_kill_9_mid_run_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    """``captions loadtest --start-server --kill-at-s``: `captions serve` with the bundled model is killed
+    with SIGKILL mid-step and started again; every client resumes as the page does and sends its audio again
+    from ``resume_from_s``: no final lost, received twice, or decoded twice (overlapping times)."""
+    from loadtest.server import ServerProcess
+
+    with ServerProcess() as server:
+        config = LoadTestConfig(
+            base_url=server.base_url, admin_password=server.admin_password, steps=(2,), step_seconds=24.0,
+            ramp_seconds=1.0, chunk_s=1.12, decoding="greedy", terms=20, kill_at_s=10.0, fault_grace_s=300.0,
+            wav=None, server_pid=server.pid, progress=False, label="fault",
+        )  # fmt: skip
+        report = asyncio.run(run_loadtest(config, server.kill_and_restart))
+    (step,) = report["steps"]
+    assert step["killed_at_s"] == pytest.approx(10.0, abs=1.0) and step["down_s"] > 0
+    assert step["outages"] >= 2, step  # both connections died with the server
+    assert step["close_codes"].get("1000") == 2, step  # ... and both resumed and finished with `stop`
+    assert step["finals_persisted"] > 0 and step["finals_received"] == step["finals_persisted"]
+    assert (step["finals_lost"], step["finals_duplicated"], step["finals_unpersisted"]) == (0, 0, 0)
+    assert step["finals_overlapping"] == 0
+    assert step["errors"] == {}, step

@@ -429,48 +429,73 @@ async def speak_and_drop(server: LiveServer, api: httpx.Client, meeting_id: int)
 
 async def test_resume_while_the_dropped_connection_is_still_flushing_loses_nothing(tmp_path: Path) -> None:
     """The client reconnects at once while the server is still decoding its last chunks (load-test finding):
-    the new connection waits for the old one, replays its finals and numbers on after them."""
+    the new connection waits for the old one, replays its finals, numbers on after them, and its audio
+    continues on the session's clock where the stored finals end."""
     with LiveServer(make_settings(tmp_path), FakeEngine(step_delay_s=0.45)) as live:
         api, meeting_id = meeting(live)
         ready = await speak_and_drop(live, api, meeting_id)
         again = await open_ws(live, ticket(api, meeting_id))
-        await start(again, resume_token=ready["resume_token"], last_seq=0)
+        resumed = await start(again, resume_token=ready["resume_token"], last_seq=0, audio_s=2.8)
+        assert resumed["resume_from_s"] == 2.8  # all five chunks were decoded: nothing to send again
         await again.send(chunk(64))
         await again.send(json.dumps({"type": "stop"}))
-        got = [(m["seq"], m["text"]) for m in finals(await asyncio.wait_for(collect(again), 30))]
+        messages = finals(await asyncio.wait_for(collect(again), 30))
+        got = [(m["seq"], m["text"]) for m in messages]
         assert got == [(1, "word61"), (2, "word62"), (3, "word63"), (4, "word64")]
+        assert (messages[-1]["start_s"], messages[-1]["end_s"]) == (2.8, 3.36)
         assert again.close_code == 1000
         assert persisted(live) == got
+
+
+SPOKEN = (61, 0, 62, 0, 63)  # word61 0-1.12 s, word62 1.12-2.24 s, word63 from 2.24 s (0.56 s chunks)
 
 
 @pytest.mark.parametrize("speaks_again", [True, False], ids=["speaks-on-b", "stops-at-once"])
 async def test_resume_on_another_replica_while_the_first_still_flushes_loses_nothing(
     tmp_path: Path, database_url: str, speaks_again: bool
 ) -> None:
-    """Scale-out: the client resumes on replica B while replica A still decodes the dropped connection's
-    last chunks. Caption numbers are allocated in the database, so A's late finals and B's own never collide,
-    and B forwards the finals A stored after B's resume read (before its own, or before ``stopped``)."""
+    """Scale-out: the client resumes on replica B while replica A still holds undecoded chunks of the
+    dropped connection. Once B owns the session A can store nothing more; B's ``ready`` says where the
+    stored finals end, the client sends its audio again from there, and B decodes it: every word once, at
+    its true time, numbered on after what A had stored."""
     shared = {"database_url": database_url}
+    gate = threading.Semaphore(0)
     with (
-        LiveServer(make_settings(tmp_path, **shared), FakeEngine(step_delay_s=0.45)) as replica_a,
+        LiveServer(make_settings(tmp_path, **shared), FakeEngine(gate=gate)) as replica_a,
         LiveServer(make_settings(tmp_path, **shared), FakeEngine(), migrate=False) as replica_b,
     ):
         api, meeting_id = meeting(replica_a)
-        ready = await speak_and_drop(replica_a, api, meeting_id)
+        ws = await open_ws(replica_a, ticket(api, meeting_id))
+        ready = await start(ws)
+        for sample in SPOKEN:
+            await ws.send(chunk(sample))
+        gate.release(2)  # A decodes "word61" and its pause, then waits on the third chunk
+        first = json.loads(await ws.recv())
+        while first["type"] != "final":
+            first = json.loads(await ws.recv())
+        assert (first["seq"], first["text"], first["end_s"]) == (1, "word61", 1.12)
+        ws.transport.abort()  # the network drops; A still holds three undecoded chunks
+
         again = await open_ws(replica_b, ticket(api, meeting_id))
-        resumed = await start(again, resume_token=ready["resume_token"], last_seq=0)
-        assert resumed["session_id"] == ready["session_id"]
-        if speaks_again:
-            await again.send(chunk(64))
-        for _ in range(100):  # until replica A has stored all three of its finals
-            if len(persisted(replica_a)) == 3:
+        resumed = await start(
+            again, resume_token=ready["resume_token"], last_seq=1, audio_s=2.8, buffered_from_s=0.0
+        )
+        assert (resumed["session_id"], resumed["resume_from_s"]) == (ready["session_id"], 1.12)
+        gate.release(100)  # A decodes the rest now: its late finals must not be stored
+        for _ in range(100):
+            if not replica_a.services.hub.sessions:
                 break
             await asyncio.sleep(0.1)
+        assert not replica_a.services.hub.sessions
+        for sample in SPOKEN[2:]:  # the audio from 1.12 s, as resume_from_s asks
+            await again.send(chunk(sample))
+        if speaks_again:
+            await again.send(chunk(64))
         await again.send(json.dumps({"type": "stop"}))
         messages = await asyncio.wait_for(collect(again), 30)
-        got = [(m["seq"], m["text"]) for m in finals(messages)]
-        expected = [(1, "word61"), (2, "word62"), (3, "word63")] + ([(4, "word64")] if speaks_again else [])
-        assert got == expected
-        assert persisted(replica_a) == expected
-        assert messages[-1] == {"type": "stopped", "finals": len(expected)}
+        got = [(m["seq"], m["text"], m["start_s"]) for m in finals(messages)]
+        last = "word63 word64" if speaks_again else "word63"
+        assert got == [(2, "word62", 1.12), (3, last, 2.24)]
+        assert persisted(replica_a) == [(1, "word61"), (2, "word62"), (3, last)]
+        assert messages[-1] == {"type": "stopped", "finals": 3}
         assert again.close_code == 1000

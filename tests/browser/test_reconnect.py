@@ -40,6 +40,12 @@ def test_page_resumes_after_server_restart(page: object, tmp_path: Path) -> None
         page.wait_for_selector("#connection[data-state=live]", timeout=30_000)
         count_lines(page, len(before) + 2)
         assert page.locator("#caption-log .notice", has_text="Reconnected").count() == 1
+        notice = page.locator("#caption-log .notice", has_text="Connection lost")
+        assert notice.count() == 1 and "captioned" in notice.inner_text()  # the outage, on the wall clock
+        kinds = page.eval_on_selector_all(
+            "#caption-log > *", "els => els.map((e) => (e.classList.contains('notice') ? 'notice' : 'line'))"
+        )
+        assert kinds.index("notice") >= len(before)  # below the lines shown before the outage
         screenshot(page, "captions-reconnected")
         page.click("#stop")
         page.wait_for_selector("#connection[data-state=stopped]")

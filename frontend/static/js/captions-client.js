@@ -8,6 +8,7 @@
 // Events (CustomEvent, payload in `detail`): state, ready, partial, final, lag, configured, notice.
 
 import { api, ApiError } from "./api.js";
+import { AudioRing } from "./audio-ring.js";
 
 const SUBPROTOCOL = "captions.v1";
 const SAMPLE_RATE = 16000;
@@ -15,9 +16,10 @@ const KEEPALIVE_AFTER_MS = 8000;
 const STOP_TIMEOUT_MS = 15000;
 const CONFIGURE_TIMEOUT_MS = 10000;
 const MAX_BUFFERED_BYTES = 1 << 20; // beyond this the network is stalled: drop audio, not memory
-// Audio captured while (re)connecting is held and sent after `ready`, up to this much (the server allows
-// a burst of a few seconds ahead of real time); older audio is dropped.
-const HOLD_WHILE_CONNECTING_S = 3;
+// The last seconds of audio are kept: after a dropped connection or a server crash, `ready` says where the
+// server's stored captions end and the client sends its audio again from there, together with what it
+// captured while disconnected (the server accepts up to 30 s of it at once). Older audio is not captioned.
+const RESEND_S = 30;
 
 const TRANSITIONS = {
   idle: ["connecting", "stopped"],
@@ -36,6 +38,10 @@ const FATAL_CLOSE = new Map([
   [1008, "The server closed the session (policy)."],
   [1009, "The server refused an audio frame that was too large."],
 ]);
+
+function seconds(samples) {
+  return Math.round((samples / SAMPLE_RATE) * 1e6) / 1e6;
+}
 
 export function chunkSamplesFor(chunkS) {
   return Math.round(Number(chunkS) * SAMPLE_RATE);
@@ -63,6 +69,7 @@ export class CaptionsClient extends EventTarget {
     this.sessionId = null;
     this.resumeToken = null;
     this.resumeFailed = false;
+    this.resumeConflict = false;
     this.lastSeq = 0;
     this.attempt = 0;
     this.retryTimer = null;
@@ -73,8 +80,10 @@ export class CaptionsClient extends EventTarget {
     this.droppedChunks = 0;
     this.sentS = 0; // audio sent since the last `ready`, seconds
     this.offsetS = null; // server's received audio minus sentS (learned from partials)
-    this.held = [];
-    this.maxHeld = Math.max(1, Math.floor(HOLD_WHILE_CONNECTING_S / this.chunkS));
+    this.ring = new AudioRing(RESEND_S * SAMPLE_RATE); // this session's audio, on its clock
+    this.chunkSamples = chunkSamplesFor(this.chunkS);
+    this.lastEndS = 0; // where the finals received so far end, session clock
+    this.lostAt = null; // when the connection was lost (ms since epoch), until the next `ready`
     this.ready = null;
   }
 
@@ -126,7 +135,13 @@ export class CaptionsClient extends EventTarget {
     if (this.resumeToken) {
       start.resume_token = this.resumeToken;
       start.last_seq = this.lastSeq;
+    } else {
+      // A new session's clock starts at the audio not yet captioned (all of it, the first time).
+      this.ring.rebase(this.lastEndS * SAMPLE_RATE);
+      this.lastEndS = 0;
     }
+    start.audio_s = seconds(this.ring.end);
+    start.buffered_from_s = seconds(this.ring.start);
     this.sendJson(start);
   }
 
@@ -154,17 +169,21 @@ export class CaptionsClient extends EventTarget {
     this.attempt = 0;
     this.sentS = 0;
     this.offsetS = null;
+    this.chunkSamples = message.chunk_samples || this.chunkSamples;
+    if (typeof message.resume_from_s === "number") this.ring.seek(message.resume_from_s * SAMPLE_RATE);
     this.startKeepalive();
     this.setState("live", { resumed });
     this.emit("ready", message);
-    const held = this.held;
-    this.held = [];
-    for (const buffer of held) {
-      if (buffer.byteLength === message.chunk_samples * 2) this.sendAudio(buffer);
+    if (resumed && this.lostAt !== null) {
+      const gap = message.not_captioned || null; // audio the server stored no captions for and will not get
+      this.emit("gap", { lostAt: this.lostAt, resumedAt: Date.now(), from_s: gap && gap.from_s, to_s: gap && gap.to_s });
     }
+    this.lostAt = null;
+    this.pump();
   }
 
   onFinal(message) {
+    if (typeof message.end_s === "number") this.lastEndS = Math.max(this.lastEndS, message.end_s);
     if (typeof message.seq === "number") {
       if (message.seq <= this.lastSeq) return; // replayed and already shown
       this.lastSeq = message.seq;
@@ -196,6 +215,10 @@ export class CaptionsClient extends EventTarget {
       this.resumeFailed = true;
       return;
     }
+    if (this.state === "connecting" && message.code === "resume_conflict") {
+      this.resumeConflict = true; // another connection of this session is still closing: retry it soon
+      return;
+    }
     this.emit("notice", { text: message.message || message.code, code: message.code, error: true });
   }
 
@@ -216,9 +239,15 @@ export class CaptionsClient extends EventTarget {
       return;
     }
     if (this.state !== "live" && this.state !== "connecting") return;
+    if (this.lostAt === null && this.state === "live") this.lostAt = Date.now();
     if (this.resumeFailed) {
       this.resumeFailed = false;
       this.scheduleReconnect("Could not resume; starting a new session.", 1);
+      return;
+    }
+    if (this.resumeConflict) {
+      this.resumeConflict = false; // not "busy": the ordinary backoff, same session
+      this.scheduleReconnect("The previous connection is still closing; resuming shortly.");
       return;
     }
     if (FATAL_CLOSE.has(event.code)) {
@@ -252,30 +281,34 @@ export class CaptionsClient extends EventTarget {
   }
 
   /**
-   * Send one chunk (ArrayBuffer of chunk_samples PCM16 LE); while (re)connecting it is held for the next
-   * `ready`. Returns false if audio had to be dropped.
+   * Take captured audio (ArrayBuffer of PCM16 LE): it joins the ring of recent audio and is sent in chunks
+   * while live; while (re)connecting it waits for the next `ready`. Returns false if audio had to be dropped
+   * (more than RESEND_S seconds were waiting).
    */
   sendAudio(buffer) {
+    if (this.state !== "live" && this.state !== "connecting" && this.state !== "reconnecting") {
+      this.droppedChunks += 1;
+      return false;
+    }
+    const lostBefore = this.ring.lostSamples;
+    this.ring.push(new Int16Array(buffer.slice(0)));
+    if (this.state === "live") this.pump();
+    if (this.ring.lostSamples === lostBefore) return true;
+    this.droppedChunks += Math.ceil((this.ring.lostSamples - lostBefore) / this.chunkSamples);
+    return false;
+  }
+
+  /** Send whole chunks from the ring's cursor while the socket keeps up. */
+  pump() {
     const socket = this.socket;
-    if (this.state === "connecting" || this.state === "reconnecting") {
-      this.held.push(buffer);
-      if (this.held.length <= this.maxHeld) return true;
-      this.held.shift();
-      this.droppedChunks += 1;
-      return false;
+    if (this.state !== "live" || !socket || socket.readyState !== WebSocket.OPEN) return;
+    while (socket.bufferedAmount <= MAX_BUFFERED_BYTES) {
+      const samples = this.ring.take(this.chunkSamples);
+      if (!samples) break;
+      socket.send(samples.buffer);
+      this.sentS += this.chunkS;
+      this.lastSentAt = Date.now();
     }
-    if (this.state !== "live" || !socket || socket.readyState !== WebSocket.OPEN) {
-      this.droppedChunks += 1;
-      return false;
-    }
-    if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
-      this.droppedChunks += 1;
-      return false;
-    }
-    socket.send(buffer);
-    this.sentS += this.chunkS;
-    this.lastSentAt = Date.now();
-    return true;
   }
 
   sendJson(message) {

@@ -201,8 +201,15 @@ async function start() {
   client.addEventListener("ready", (event) => {
     if (page.capture) page.capture.setChunkSamples(event.detail.chunk_samples);
   });
-  client.addEventListener("partial", (event) => page.view.setPartial(event.detail.text, event.detail.utterance));
-  client.addEventListener("final", (event) => page.view.addFinal(event.detail));
+  client.addEventListener("partial", (event) => {
+    flushNotice();
+    page.view.setPartial(event.detail.text, event.detail.utterance);
+  });
+  client.addEventListener("final", (event) => {
+    if (typeof event.detail.audio_s === "number") flushNotice(); // replayed finals come first, then live ones
+    page.view.addFinal(event.detail);
+  });
+  client.addEventListener("gap", (event) => noticeAfterReplay(gapText(event.detail)));
   client.addEventListener("lag", (event) => showLag(event.detail.lag_s));
   client.addEventListener("notice", (event) => {
     if (event.detail.error) showError(event.detail.text);
@@ -227,8 +234,32 @@ function onState(detail) {
     return;
   }
   setConnection(detail.state);
-  if (detail.state === "live" && detail.resumed) page.view.addNotice("Reconnected.");
+  if (detail.state === "live" && detail.resumed) noticeAfterReplay("Reconnected.");
   if (["stopped", "failed", "ended"].includes(detail.state)) finish(detail);
+}
+
+// A reconnect notice goes below the line the outage interrupted: that line's final is replayed after
+// `ready`, so the notice waits for the first live message (or a moment).
+function noticeAfterReplay(text) {
+  page.pendingNotice = page.pendingNotice ? `${page.pendingNotice} ${text}` : text;
+  clearTimeout(page.noticeTimer);
+  page.noticeTimer = setTimeout(flushNotice, 1500);
+}
+
+function flushNotice() {
+  clearTimeout(page.noticeTimer);
+  if (page.pendingNotice) page.view.addNotice(page.pendingNotice);
+  page.pendingNotice = null;
+}
+
+function clockTime(ms) {
+  return new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
+function gapText({ lostAt, resumedAt, from_s: fromS, to_s: toS }) {
+  const outage = `Connection lost ${clockTime(lostAt)}–${clockTime(resumedAt)}`;
+  if (typeof fromS !== "number") return `${outage}; the speech held meanwhile was captioned.`;
+  return `${outage}; ${Math.round(toS - fromS)} s of speech could not be captioned.`;
 }
 
 async function finish(detail) {
