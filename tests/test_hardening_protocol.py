@@ -294,12 +294,14 @@ async def test_a_failed_persist_is_visible_and_the_session_can_resume(
     await asyncio.sleep(2.1)
     assert httpx.get(server.base_url + "/readyz").status_code == 200
     again = await open_ws(server, ticket(api, meeting_id))
-    await start(again, resume_token=ready["resume_token"], last_seq=1)
-    for sample in (83, 0):
+    resumed = await start(again, resume_token=ready["resume_token"], last_seq=1, audio_s=2.24)
+    assert resumed["resume_from_s"] == 1.12  # "word82" was never stored: its audio is asked for again
+    for sample in (82, 0, 83, 0):
         await again.send(chunk(sample))
     await again.send(json.dumps({"type": "stop"}))
-    assert [(m["seq"], m["text"]) for m in finals(await collect(again))] == [(2, "word83")]
-    assert persisted(server) == [(1, "word81"), (2, "word83")]
+    got = [(m["seq"], m["text"], m["start_s"]) for m in finals(await collect(again))]
+    assert got == [(2, "word82", 1.12), (3, "word83", 2.24)]  # the failed final is recovered, times true
+    assert persisted(server) == [(1, "word81"), (2, "word82"), (3, "word83")]
 
 
 # ----- item 5: after a crash the client sends its audio again from the end of the last stored final -----
