@@ -156,6 +156,7 @@ class VocabularyEntry:
     spoken: str
     shown: str
     weight: float
+    exact: bool = False  # the display form was given: captions show it, not the model's casing
 
 
 @dataclass
@@ -170,7 +171,8 @@ class EffectiveVocabulary:
         for term in terms:
             shown = term.display or term.text
             for spoken in (term.text, *term.alternates):
-                entries.setdefault(spoken.casefold(), VocabularyEntry(spoken, shown, term.weight))
+                entry = VocabularyEntry(spoken, shown, term.weight, exact=term.display is not None)
+                entries.setdefault(spoken.casefold(), entry)
         return cls(list(entries.values()))
 
     def merged_with(self, other: EffectiveVocabulary) -> EffectiveVocabulary:
@@ -211,10 +213,25 @@ class EffectiveVocabulary:
             entry = by_key[match.key]
             if entry.shown not in matched:
                 matched.append(entry.shown)
-            said = text[match.start : match.end]
-            # a lower-case list entry keeps the model's casing
-            keep = entry.shown.casefold() == entry.spoken.casefold() and entry.shown == entry.spoken.lower()
-            pieces += [text[done : match.start], said if keep else entry.shown]
+            pieces += [text[done : match.start], _shown(entry, text, match.start, match.end)]
             done = match.end
         pieces.append(text[done:])
         return "".join(pieces), matched
+
+
+def _shown(entry: VocabularyEntry, text: str, start: int, end: int) -> str:
+    """How captions show one found term: its display form. A lower-case entry typed without a display form
+    keeps the model's casing (the list says nothing about casing); a lower-case display form
+    ("linezolid") is shown in lower case except for a capital the model put at a sentence start."""
+    said = text[start:end]
+    lower = entry.shown == entry.shown.lower()
+    if lower and not entry.exact and entry.shown.casefold() == entry.spoken.casefold():
+        return said
+    if lower and said[:1].isupper() and _sentence_start(text, start):
+        return entry.shown[:1].upper() + entry.shown[1:]
+    return entry.shown
+
+
+def _sentence_start(text: str, position: int) -> bool:
+    before = text[:position].rstrip()
+    return not before or before[-1] in ".!?"

@@ -170,12 +170,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from eval.report import Row, plot, table
+    from eval.dataset import load_set
+    from eval.report import Row, plot, table, with_shown_from_hyps
 
+    eval_set = load_set(args.manifest) if args.manifest is not None else None
     rows = []
     for result_dir in args.results:
         payload = json.loads((result_dir / "results.json").read_text(encoding="utf-8"))
-        rows += [Row(**row) for row in payload["results"]]
+        found = [Row(**row) for row in payload["results"]]
+        if eval_set is not None:  # F shown from the saved hypotheses
+            found = [with_shown_from_hyps(row, result_dir, eval_set) for row in found]
+        rows += found
     order = {mode: i for i, mode in enumerate(("none", "local", "global", "full"))}
     casing = {c: i for i, c in enumerate(("-", "lower", "cased", "insensitive"))}
     rows.sort(key=lambda r: (r.chunk_s, r.decoding != "greedy", order[r.biasing], casing[r.casing], r.config))
@@ -255,6 +260,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("results", type=Path, nargs="+", help="directories holding results.json")
     rep.add_argument("--plot", type=Path, default=None, help="PNG path")
     rep.add_argument("--title", default="WER vs keyword F-score", help="plot title")
+    rep.add_argument(
+        "--manifest", type=Path, default=None, help="the runs' manifest: recompute F shown from their hyps/"
+    )
     rep.set_defaults(func=report)
     from eval.trace import add_parser as add_trace
 

@@ -7,7 +7,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ COLUMNS = (
     "vocab_s",
     "utterances",
     "skipped",
+    "fscore_shown",
 )
 
 
@@ -55,6 +56,7 @@ class Row:
     vocab_s: float
     utterances: int
     skipped: str | None
+    fscore_shown: float = math.nan  # F cased after the service's display-form rewrite (what captions show)
 
 
 def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
@@ -85,6 +87,7 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
         )
     refs = [item.text for item in eval_set.items]
     scores = score(refs, list(output.hyps), eval_set.keywords("display"))
+    shown = score(refs, shown_hyps(output.hyps, eval_set, config.biasing), eval_set.keywords("display"))
     return Row(
         **base,
         precision=100 * scores.lower.precision,
@@ -92,11 +95,46 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
         fscore=100 * scores.lower.fscore,
         fscore_cased=100 * scores.cased.fscore,
         wer=100 * scores.wer,
+        fscore_shown=100 * shown.cased.fscore,
         rtfx=output.rtfx,
         vocab_s=output.vocab_wall_s,
         utterances=len(output.hyps),
         skipped=None,
     )
+
+
+def shown_hyps(hyps: Sequence[str], eval_set: EvalSet, biasing: str) -> list[str]:
+    """The captions a user would read: each hypothesis through the service's display-form rewrite
+    (``backend.vocab.EffectiveVocabulary.apply``) with its utterance's list as a user keeps it: typed in
+    lower case, with the display form ("husqvarna" shown as "Husqvarna"). Without a list, unchanged."""
+    from backend.vocab import EffectiveVocabulary, VocabularyTerm
+
+    vocabularies: dict[str, EffectiveVocabulary] = {}
+    out = []
+    for item, hyp in zip(eval_set.items, hyps, strict=True):
+        list_id = None if biasing == "none" else item.lists.get(biasing)
+        if list_id is None:
+            out.append(hyp)
+            continue
+        if list_id not in vocabularies:
+            terms = [eval_set.terms[tid] for tid in eval_set.lists[list_id]]
+            vocabularies[list_id] = EffectiveVocabulary.from_terms(
+                VocabularyTerm(text=t["display"].lower(), display=t["display"]) for t in terms
+            )
+        out.append(vocabularies[list_id].apply(hyp)[0])
+    return out
+
+
+def with_shown_from_hyps(row: Row, result_dir: Path, eval_set: EvalSet) -> Row:
+    """``row`` with ``fscore_shown`` computed from the run's saved ``hyps/`` (runs from before the field)."""
+    if row.skipped:
+        return row
+    lines = (result_dir / "hyps" / f"{_safe(row.config)}.json").read_text(encoding="utf-8").splitlines()
+    by_id = {entry["utt_id"]: entry["pred_text"] for entry in map(json.loads, filter(None, lines))}
+    hyps = [by_id[item.utt_id] for item in eval_set.items]
+    refs = [item.text for item in eval_set.items]
+    shown = score(refs, shown_hyps(hyps, eval_set, row.biasing), eval_set.keywords("display"))
+    return replace(row, fscore_shown=100 * shown.cased.fscore)
 
 
 def _cell(value: Any) -> str:
@@ -115,8 +153,10 @@ def _cell(value: Any) -> str:
 
 def table(rows: Sequence[Row]) -> str:
     """A Markdown table (readable as plain text too)."""
-    cols = ("config", "precision", "recall", "fscore", "fscore_cased", "wer", "rtfx", "vocab_s")
-    heads = ("configuration", "P", "R", "F", "F cased", "WER %", "RTFx", "lists s")
+    cols = (
+        "config", "precision", "recall", "fscore", "fscore_cased", "fscore_shown", "wer", "rtfx", "vocab_s"
+    )  # fmt: skip
+    heads = ("configuration", "P", "R", "F", "F cased", "F shown", "WER %", "RTFx", "lists s")
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
     for row in rows:
         values = asdict(row)

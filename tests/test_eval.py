@@ -301,3 +301,23 @@ def test_trace_shows_each_modes_score_token_by_token(capsys: pytest.CaptureFixtu
     assert main(["trace", "--terms", "Linezolid", "--text", "give Linezolid", "--pieces", "▁ L ine"]) == 0
     out = capsys.readouterr().out
     assert out.count("## ") == 3 and "labels enter the graph at the root" in out and "| `▁L` |" in out
+
+
+def test_f_shown_scores_the_captions_after_the_services_display_rewrite() -> None:
+    """``F shown``: each hypothesis through the service's display-form rewrite with its utterance's list as a
+    user keeps it (typed lower case, display form given), then F with the display casing."""
+    from eval.dataset import EvalItem, EvalSet
+    from eval.report import shown_hyps
+
+    items = tuple(
+        EvalItem(f"u{i}", Path(f"/x/u{i}.wav"), 1.0, text, "g", {"global": "L", "local": None})
+        for i, text in enumerate(["We use GlobalSign now.", "Switch to linezolid today."])
+    )
+    eval_set = EvalSet(
+        items,
+        {"t1": {"display": "GlobalSign", "typed": "globalsign"}, "t2": {"display": "linezolid"}},
+        {"L": ["t1", "t2"]},
+    )
+    hyps = ["We use globalsign now.", "Switch to Linezolid today."]
+    assert shown_hyps(hyps, eval_set, "global") == ["We use GlobalSign now.", "Switch to linezolid today."]
+    assert shown_hyps(hyps, eval_set, "none") == hyps

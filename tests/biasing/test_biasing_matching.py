@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from backend.vocab import EffectiveVocabulary, VocabularyTerm
 from biasing.matching import Match, TermMatcher, canonical, find_matches
 
@@ -42,3 +44,27 @@ def test_display_forms_replace_what_the_model_wrote() -> None:
     assert text == "GlobalSign and Linezolid, then Husqvarna."  # a lower-case entry keeps the model's casing
     assert matched == ["GlobalSign", "linezolid", "Husqvarna"]
     assert vocabulary.apply("nothing here") == ("nothing here", [])
+
+
+@pytest.mark.parametrize(
+    ("caption", "shown"),
+    [
+        ("Switch to Halometasone today.", "Switch to halometasone today."),  # mid-sentence: as written
+        ("Please stop NIRSEVIMAB now.", "Please stop nirsevimab now."),
+        ("Halometasone was stopped. Halometasone again?", "Halometasone was stopped. Halometasone again?"),
+        ("halometasone at the start", "halometasone at the start"),  # the model's lower case is kept
+    ],
+)
+def test_a_lower_case_display_form_is_shown_as_written_except_a_sentence_start_capital(
+    caption: str, shown: str
+) -> None:
+    """A display form given in lower case ("halometasone", as drug names are written) is what captions show,
+    whatever casing the model chose; a capital at a sentence start stays. Without a display form the
+    model's casing is kept (the test above)."""
+    vocabulary = EffectiveVocabulary.from_terms(
+        [
+            VocabularyTerm(text="halometasone", display="halometasone"),
+            VocabularyTerm(text="nirsevimab", display="nirsevimab"),
+        ]
+    )
+    assert vocabulary.apply(caption)[0] == shown
