@@ -175,6 +175,11 @@ class Settings(BaseSettings):
         "starts at the first louder chunk, so silence before speech cannot become a stray first word "
         "('To a', 0.00 s). -200: decode them all.",
     )
+    engine_int8_encoder: bool = Field(
+        False,
+        description="Run the streaming encoder's linear layers in dynamic int8 on the CPU (~2.4x faster "
+        "encoder steps; see models/MODEL_CARD.md for its accuracy).",
+    )
     engine_right_context_s: float = Field(
         0.56, ge=0, description="Look-ahead after each chunk for buffered models, s: accuracy for latency."
     )
@@ -253,6 +258,7 @@ def engine_config(settings: Settings, **overrides: Any) -> EngineConfig:
         "final_pass_model": settings.final_pass_model,
         "final_pass_beam_size": settings.final_pass_beam_size,
         "final_pass_alpha": settings.final_pass_alpha,
+        "int8_encoder": settings.engine_int8_encoder,
     }
     unknown = set(overrides) - set(served)
     if unknown:

@@ -323,6 +323,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
         right_context_s=args.right_context,
         lm_path=resolve_lm(model, args.lm),
         lm_alpha=args.lm_alpha,
+        int8_encoder=args.int8_encoder,
     ), final_pass=mode) for mode in args.final_passes.split(",")]  # fmt: skip
     rows: list[Row] = []
     for config in configs:
@@ -436,6 +437,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lm-alpha", type=float, default=0.7, help="LM weight (server default)")
     parser.add_argument("--max-wait-ms", type=float, default=20.0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the decode worker")
+    parser.add_argument("--int8-encoder", action="store_true", help="EngineConfig.int8_encoder (CPU)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration; the best is kept")
     parser.add_argument(
         "--budget-s", type=float, default=0.0, help="start no configuration after this (0: no limit)"

@@ -16,6 +16,9 @@ NeMo 3.0.0 instantiates a config ``_target_`` only under an allow-list of prefix
 
 from __future__ import annotations
 
+import warnings
+
+import torch
 from nemo.core.classes import NeuralModule, typecheck
 from nemo.core.classes import common as _nemo_common
 from nemo.core.neural_types import AcousticEncodedRepresentation, LengthsType, NeuralType, SpectrogramType
@@ -23,7 +26,7 @@ from torch import Tensor
 
 from captions_model.whisper_core import WhisperCore
 
-__all__ = ["LEGACY_TARGET_PREFIX", "TARGET", "TARGET_PREFIX", "WhisperEncoder"]
+__all__ = ["LEGACY_TARGET_PREFIX", "TARGET", "TARGET_PREFIX", "WhisperEncoder", "quantize_encoder"]
 
 TARGET_PREFIX = "captions_model."
 LEGACY_TARGET_PREFIX = "backend.nemo_modules."
@@ -58,3 +61,13 @@ class WhisperEncoder(NeuralModule, WhisperCore):
     @typecheck()
     def forward(self, audio_signal: Tensor, length: Tensor) -> tuple[Tensor, Tensor]:
         return WhisperCore.forward(self, audio_signal, length)
+
+
+def quantize_encoder(encoder: WhisperEncoder) -> WhisperEncoder:
+    """``encoder`` with its ``nn.Linear`` layers dynamically quantized to int8 (PyTorch eager, CPU): the
+    attention and feed-forward matrices of the Whisper and trained blocks and the frame projection; the
+    convolutions stay float32. In place, returned for convenience."""
+    with warnings.catch_warnings():  # eager-mode quantization is deprecated in favour of torchao
+        warnings.simplefilter("ignore")
+        torch.ao.quantization.quantize_dynamic(encoder, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+    return encoder

@@ -79,6 +79,33 @@ def test_int8_state_stores_matrices_as_int8_and_restores_close_outputs() -> None
     assert cos > 0.999
 
 
+def test_quantize_encoder_runs_its_linear_layers_in_int8_with_close_outputs() -> None:
+    """``CAPTIONS_ENGINE_INT8_ENCODER``: every nn.Linear becomes a dynamically quantized one (the
+    convolutions stay float32) and the frames stay close to float32's."""
+    from captions_model.nemo_encoder import quantize_encoder
+
+    enc = tiny_encoder()
+    x = torch.randn(1, 80, 240) - 5.0
+    with torch.no_grad():
+        ref, _ = enc(audio_signal=x, length=torch.tensor([240]))
+        quantized = quantize_encoder(tiny_encoder())
+        out, out_len = quantized(audio_signal=x, length=torch.tensor([240]))
+    assert not any(type(m) is torch.nn.Linear for m in quantized.modules())
+    assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in quantized.modules())
+    assert isinstance(quantized.conv1, torch.nn.Conv1d)
+    assert out.shape == ref.shape and out_len.tolist() == [30]
+    cos = torch.nn.functional.cosine_similarity(ref.flatten(), out.flatten(), dim=0)
+    assert 0.95 < cos < 1.0  # int8: close, not identical
+
+
+def test_the_int8_encoder_setting_reaches_the_engine_config(tmp_path: Path) -> None:
+    from backend.config import Settings, engine_config
+
+    settings = Settings(data_dir=tmp_path, engine_int8_encoder=True)
+    assert engine_config(settings).int8_encoder is True
+    assert engine_config(Settings(data_dir=tmp_path)).int8_encoder is False
+
+
 def test_target_prefix_is_allowed_by_nemo() -> None:
     from nemo.core.classes import common
 

@@ -499,6 +499,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="first N utterances of each set (0: all)")
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json (or a .json path)")
     parser.add_argument("--lm", default="auto", help="LM path, none, or auto (the bundled model's LM)")
+    parser.add_argument(
+        "--int8-encoder", action="store_true", help="the streaming encoder in dynamic int8 (EngineConfig)"
+    )
     args = parser.parse_args()
     import torch
 
@@ -517,6 +520,8 @@ def main() -> None:
     if args.final_pass_model is not None and not Path(args.final_pass_model).exists():
         raise SystemExit(f"--final-pass-model {args.final_pass_model}: no such file")
     results: dict = {"model": args.model, "lm": args.lm, "sets": {s.name: len(s.utterances) for s in sets}}
+    if args.int8_encoder:
+        results["int8_encoder"] = True
     if args.final_pass_model is not None:
         results["final_pass_model"] = args.final_pass_model
     runs: list[dict] = []
@@ -524,6 +529,8 @@ def main() -> None:
     for setting in args.settings:
         for final_pass in args.final_pass:
             config: dict[str, object] = {} if final_pass == "off" else {"final_pass": final_pass}
+            if args.int8_encoder:
+                config["int8_encoder"] = True
             if final_pass != "off" and args.final_pass_model is not None:
                 config["final_pass_model"] = args.final_pass_model
             for chunk in args.chunk:

@@ -36,6 +36,10 @@ class StreamDecoder:
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
         asr_model = load_asr_model(config.model, config.device)
+        if config.int8_encoder and config.device == "cpu":
+            from captions_model.nemo_encoder import quantize_encoder
+
+            asr_model.encoder = quantize_encoder(asr_model.encoder)
         self.wrapper = build_wrapper(
             asr_model, config.device, greedy_decoding_cfg(config.max_symbols_per_step)
         )
