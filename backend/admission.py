@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import CursorResult, update
+from sqlalchemy import CursorResult, select, update
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-from backend.db.models import Ticket, User, utcnow
+from backend.db.models import Ticket, User, ViewerLink, utcnow
+from backend.db.session import as_utc
 from backend.logs import get_logger
 from backend.security import token_hash
 
@@ -78,3 +79,83 @@ async def _redeem_ticket(svc: Services, ticket: str) -> Admission | None:
         if row is None or user is None:
             return None
         return Admission(user_id=user.id, username=user.username, meeting_id=row.meeting_id)
+
+
+VIEW_SUBPROTOCOL = "captions.view.v1"
+LINK_PREFIX = "link."
+
+
+@dataclass(frozen=True)
+class ViewerAdmission:
+    """What the read-only meeting view may see: one meeting, for a user (ticket) or a viewer link."""
+
+    meeting_id: int
+    user_id: int | None = None
+    link_id: int | None = None
+
+
+class LinkRefused(Exception):
+    """A viewer link that is unknown, revoked or expired; ``code`` says which (the page shows it)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def admit_viewer(websocket: WebSocket, svc: Services) -> ViewerAdmission | None:
+    """Handshake checks of ``/ws/view``: origin (403), a ticket or a viewer link (403), viewer capacity
+    (503). None = rejected. Viewers hold no speaking slot."""
+    origin = websocket.headers.get("origin")
+    if origin not in svc.settings.allowed_origins:
+        log.warning("view_rejected", reason="origin", origin=origin)
+        await websocket.close(code=1008)
+        return None
+    protocols = websocket.scope.get("subprotocols", [])
+    tickets = [p[len(TICKET_PREFIX) :] for p in protocols if p.startswith(TICKET_PREFIX)]
+    links = [p[len(LINK_PREFIX) :] for p in protocols if p.startswith(LINK_PREFIX)]
+    admission: ViewerAdmission | None = None
+    if VIEW_SUBPROTOCOL in protocols and tickets:
+        granted = await _redeem_ticket(svc, tickets[0])
+        admission = ViewerAdmission(granted.meeting_id, user_id=granted.user_id) if granted else None
+    elif VIEW_SUBPROTOCOL in protocols and links:
+        try:
+            admission = await redeem_viewer_link(svc, links[0])
+        except LinkRefused as exc:
+            log.warning("view_rejected", reason=exc.code)
+    if admission is None:
+        log.warning("view_rejected", reason="credentials")
+        await websocket.close(code=1008)
+        return None
+    if svc.hub.draining or not svc.hub.feed.has_room():
+        log.warning("view_rejected", reason="capacity")
+        await websocket.send_denial_response(Response("busy", status_code=503))
+        return None
+    return admission
+
+
+LINK_LAST_USED_STEP_S = 60.0
+"""``viewer_links.last_used_at`` is rewritten at most once a minute per link."""
+
+
+async def redeem_viewer_link(svc: Services, token: str) -> ViewerAdmission:
+    """The meeting a viewer link opens (LinkRefused: unknown, revoked or expired). Links are reusable
+    until they expire or are revoked; only their hash is stored."""
+    now = utcnow()
+    async with svc.db.session() as db:
+        link = (
+            await db.execute(select(ViewerLink).where(ViewerLink.token_hash == token_hash(token)))
+        ).scalar_one_or_none()
+        if link is None:
+            raise LinkRefused(
+                "link_unknown", "this viewer link is not valid; ask the organiser for a new one"
+            )
+        if link.revoked_at is not None:
+            raise LinkRefused("link_revoked", "this viewer link was revoked by the organiser")
+        if as_utc(link.expires_at) <= now:
+            raise LinkRefused("link_expired", "this viewer link has expired; ask the organiser for a new one")
+        if (
+            link.last_used_at is None
+            or (now - as_utc(link.last_used_at)).total_seconds() >= LINK_LAST_USED_STEP_S
+        ):
+            link.last_used_at = now
+        return ViewerAdmission(link.meeting_id, link_id=link.id)

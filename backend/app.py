@@ -17,7 +17,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
-from backend.api import auth, live, meetings, users, vocabularies
+from backend.api import auth, drafts, live, meeting_view, meetings, users, vocabularies
 from backend.api.errors import ApiError, api_error_handler, engine_unavailable_handler, http_error_handler
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
@@ -25,12 +25,19 @@ from backend.engine.contract import CaptionEngine
 from backend.logs import configure_logging, get_logger
 from backend.security import LoginRateLimiter, SessionCodec
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
+from backend.viewer_ws import viewer_endpoint
 from backend.ws import websocket_endpoint
 from biasing.terms import TermLimits
 
 log = get_logger(__name__)
 FRONTEND = REPO_ROOT / "frontend"
-PAGES = {"/": "index.html", "/dictation": "dictation.html", "/admin": "admin.html"}
+PAGES = {
+    "/": "index.html",
+    "/dictation": "dictation.html",
+    "/admin": "admin.html",
+    "/meeting": "meeting.html",
+    "/invite": "invite.html",
+}
 
 schemas = SchemaGenerator(
     {
@@ -168,8 +175,11 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         *users.routes,
         *vocabularies.routes,
         *meetings.routes,
+        *meeting_view.routes,
+        *drafts.routes,
         *live.routes,
         WebSocketRoute("/ws", websocket_endpoint),
+        WebSocketRoute("/ws/view", viewer_endpoint),
         *[Route(path, _page(name), methods=["GET"], include_in_schema=False) for path, name in PAGES.items()],
         Mount("/static", StaticFiles(directory=FRONTEND / "static", check_dir=False), name="static"),
     ]

@@ -1,10 +1,22 @@
-"""Caption files: WebVTT, SRT and plain text from (start_s, end_s, text) cues."""
+"""Caption files: WebVTT, SRT and plain text from cues on one clock, labelled with their speaker if known.
+
+WebVTT names a cue's speaker with a voice tag (``<v Name>``), SRT and text with a ``Name: `` prefix; text
+lines start with the cue's time (``[hh:mm:ss]``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
-Cue = tuple[float, float, str]
+
+class Cue(NamedTuple):
+    """One caption: seconds on the file's clock, its text, and who said it (None: unlabelled)."""
+
+    start_s: float
+    end_s: float
+    text: str
+    speaker: str | None = None
 
 
 def _clock(seconds: float, decimal: str) -> str:
@@ -15,15 +27,34 @@ def _clock(seconds: float, decimal: str) -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}{decimal}{millis:03d}"
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _monotonic(cues: Sequence[Cue]) -> list[Cue]:
-    """Cues in time order with end >= start and no cue starting before the previous one."""
+    """Cues in time order with end >= start and no cue starting before the previous one (speakers may
+    overlap: a cue may start before the previous one ends)."""
     out: list[Cue] = []
     last_start = 0.0
-    for start, end, text in sorted(cues, key=lambda c: (c[0], c[1])):
-        start = max(start, last_start)
-        out.append((start, max(end, start + 0.001), " ".join(text.split())))
+    for cue in sorted(cues, key=lambda c: (c.start_s, c.end_s)):
+        start = max(cue.start_s, last_start)
+        speaker = _one_line(cue.speaker) if cue.speaker else None
+        out.append(Cue(start, max(cue.end_s, start + 0.001), _one_line(cue.text), speaker or None))
         last_start = start
     return out
+
+
+def _escape_vtt(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _vtt_text(cue: Cue) -> str:
+    text = _escape_vtt(cue.text)
+    return f"<v {_escape_vtt(cue.speaker)}>{text}" if cue.speaker else text
+
+
+def _prefixed(cue: Cue) -> str:
+    return f"{cue.speaker}: {cue.text}" if cue.speaker else cue.text
 
 
 def render_captions(fmt: str, cues: Sequence[Cue]) -> tuple[str, str]:
@@ -31,16 +62,17 @@ def render_captions(fmt: str, cues: Sequence[Cue]) -> tuple[str, str]:
     ordered = _monotonic(cues)
     if fmt == "vtt":
         blocks = [
-            f"{i}\n{_clock(s, '.')} --> {_clock(e, '.')}\n{t}\n"
-            for i, (s, e, t) in enumerate(ordered, start=1)
+            f"{i}\n{_clock(c.start_s, '.')} --> {_clock(c.end_s, '.')}\n{_vtt_text(c)}\n"
+            for i, c in enumerate(ordered, start=1)
         ]
         return "WEBVTT\n\n" + "\n".join(blocks), "text/vtt; charset=utf-8"
     if fmt == "srt":
         blocks = [
-            f"{i}\n{_clock(s, ',')} --> {_clock(e, ',')}\n{t}\n"
-            for i, (s, e, t) in enumerate(ordered, start=1)
+            f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n{_prefixed(c)}\n"
+            for i, c in enumerate(ordered, start=1)
         ]
         return "\n".join(blocks), "application/x-subrip; charset=utf-8"
     if fmt == "text":
-        return "".join(f"{t}\n" for _, _, t in ordered), "text/plain; charset=utf-8"
+        lines = [f"[{_clock(c.start_s, '.')[:8]}] {_prefixed(c)}\n" for c in ordered]
+        return "".join(lines), "text/plain; charset=utf-8"
     raise ValueError(f"unknown caption format {fmt!r}: expected json, vtt, srt or text")

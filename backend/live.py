@@ -20,6 +20,7 @@ from backend.db.queries import meeting_with_terms
 from backend.db.session import Database
 from backend.engine.contract import CaptionEngine, VocabularyRef
 from backend.logs import get_logger
+from backend.meeting_feed import MeetingFeed
 from backend.resume import ResumesInProgress
 from backend.vocab import EffectiveVocabulary, VocabularyTerm
 
@@ -133,6 +134,7 @@ class LiveHub:
         self.slots = SessionSlots()
         self.resumes = ResumesInProgress()
         self.draining = False
+        self.feed = MeetingFeed(db)  # the meeting view's fan-out (backend.viewer_ws)
 
     async def _load(self, meeting_id: int) -> tuple[Meeting, EffectiveVocabulary]:
         async with self._db.session() as db:
@@ -229,4 +231,5 @@ class LiveHub:
             )
         for live in list(self.meetings.values()):
             self._forget(live)
+        await self.feed.close()
         log.info("drain_finished")

@@ -373,6 +373,7 @@ class CaptionSession:
             self.last_partial = partial
             if self.lag_s < self.svc.settings.lag_drop_partials_s:
                 self.partials += 1
+                self.svc.hub.feed.publish_partial(self, partial)
                 await self._send(
                     {
                         "type": "partial",
@@ -420,6 +421,7 @@ class CaptionSession:
         self.svc.metrics.finals_persisted.inc()
         self.seq = segment.seq
         await self._send(final_message(segment) | {"audio_s": round(audio_end_s, 3), "pass": final.source})
+        self.svc.hub.feed.publish_final(self, segment)
 
     def _superseded(self) -> None:
         """A later resume (on another replica) took the session over: stop streaming into it (its finals

@@ -12,11 +12,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from backend.api.deps import Principal, is_id, path_int, require_admin, require_user, services
+from backend.api.deps import Principal, is_id, path_int, require_user, services
 from backend.api.errors import ApiError, field, json_body, not_found
-from backend.captions_export import render_captions
+from backend.captions_export import Cue, render_captions
 from backend.db.models import (
-    CaptionSegment,
     Meeting,
     MeetingKind,
     MeetingStatus,
@@ -24,12 +23,15 @@ from backend.db.models import (
     Vocabulary,
     utcnow,
 )
+from backend.meeting_timeline import TimelineFinal, meeting_timeline
 from backend.security import new_token, token_hash
+from backend.written_form import to_written
 
 DECODINGS = ("greedy", "beam")
 
 
-def meeting_dict(meeting: Meeting) -> dict[str, Any]:
+def meeting_dict(meeting: Meeting, with_vocabularies: bool = True) -> dict[str, Any]:
+    """A meeting as the API shows it (``with_vocabularies``: its vocabularies must be loaded)."""
     return {
         "id": meeting.id,
         "kind": meeting.kind.value,
@@ -38,14 +40,18 @@ def meeting_dict(meeting: Meeting) -> dict[str, Any]:
         "status": meeting.status.value,
         "chunk_s": meeting.chunk_ms / 1000,
         "decoding": meeting.decoding,
-        "vocabulary_ids": [v.id for v in meeting.vocabularies],
+        "vocabulary_ids": [v.id for v in meeting.vocabularies] if with_vocabularies else [],
         "created_at": meeting.created_at.isoformat(),
         "started_at": meeting.started_at.isoformat() if meeting.started_at else None,
         "ended_at": meeting.ended_at.isoformat() if meeting.ended_at else None,
     }
 
 
-async def _meeting(db: AsyncSession, meeting_id: int, principal: Principal, write: bool = False) -> Meeting:
+async def load_meeting(
+    db: AsyncSession, meeting_id: int, principal: Principal, write: bool = False
+) -> Meeting:
+    """The meeting ``principal`` may see (404 otherwise; another's dictation is invisible); with ``write``,
+    403 unless they own it or are an admin (the organiser)."""
     meeting = (
         await db.execute(
             select(Meeting).where(Meeting.id == meeting_id).options(selectinload(Meeting.vocabularies))
@@ -111,7 +117,7 @@ async def list_meetings(request: Request) -> JSONResponse:
 
 
 async def create_meeting(request: Request) -> JSONResponse:
-    """Create a meeting (admins).
+    """Create a meeting; its creator owns it (starts, ends and edits it, creates its viewer links).
     ---
     tags: [meetings]
     requestBody: {content: {application/json: {schema: {type: object, required: [title], properties:
@@ -119,7 +125,7 @@ async def create_meeting(request: Request) -> JSONResponse:
       enum: [greedy, beam]}, vocabulary_ids: {type: array, items: {type: integer}}}}}}}
     responses: {201: {description: "{meeting}"}, 422: {description: invalid field}}
     """
-    principal = await require_admin(request)
+    principal = await require_user(request)
     body = await json_body(request)
     field(body, "title", str)
     svc = services(request)
@@ -175,7 +181,7 @@ async def get_meeting(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     async with services(request).db.session() as db:
-        meeting = await _meeting(db, path_int(request, "meeting_id"), principal)
+        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
         return JSONResponse({"meeting": meeting_dict(meeting)})
 
 
@@ -189,7 +195,7 @@ async def update_meeting(request: Request) -> JSONResponse:
     body = await json_body(request)
     svc = services(request)
     async with svc.db.session() as db:
-        meeting = await _meeting(db, path_int(request, "meeting_id"), principal, write=True)
+        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal, write=True)
         _apply_fields(meeting, body, svc.settings.allowed_chunk_s)
         if "vocabulary_ids" in body:
             meeting.vocabularies = await _vocabularies(db, body["vocabulary_ids"], principal)
@@ -207,14 +213,14 @@ async def start_meeting(request: Request) -> JSONResponse:
     svc = services(request)
     meeting_id = path_int(request, "meeting_id")
     async with svc.db.session() as db:
-        meeting = await _meeting(db, meeting_id, principal, write=True)
+        meeting = await load_meeting(db, meeting_id, principal, write=True)
         if meeting.status == MeetingStatus.ENDED:
             raise ApiError(409, "ended", "this meeting has ended; create a new one")
         meeting.status = MeetingStatus.LIVE
         meeting.started_at = meeting.started_at or utcnow()
     live = await svc.hub.open_meeting(meeting_id)
     async with svc.db.session() as db:
-        meeting = await _meeting(db, meeting_id, principal)
+        meeting = await load_meeting(db, meeting_id, principal)
         return JSONResponse({"meeting": meeting_dict(meeting), "vocabulary_version": live.version})
 
 
@@ -228,12 +234,12 @@ async def end_meeting(request: Request) -> JSONResponse:
     svc = services(request)
     meeting_id = path_int(request, "meeting_id")
     async with svc.db.session() as db:
-        meeting = await _meeting(db, meeting_id, principal, write=True)
+        meeting = await load_meeting(db, meeting_id, principal, write=True)
         meeting.status = MeetingStatus.ENDED
         meeting.ended_at = utcnow()
     await svc.hub.close_meeting(meeting_id, "meeting ended")
     async with svc.db.session() as db:
-        return JSONResponse({"meeting": meeting_dict(await _meeting(db, meeting_id, principal))})
+        return JSONResponse({"meeting": meeting_dict(await load_meeting(db, meeting_id, principal))})
 
 
 async def apply_vocabulary(request: Request) -> JSONResponse:
@@ -246,7 +252,7 @@ async def apply_vocabulary(request: Request) -> JSONResponse:
     svc = services(request)
     meeting_id = path_int(request, "meeting_id")
     async with svc.db.session() as db:
-        await _meeting(db, meeting_id, principal, write=True)
+        await load_meeting(db, meeting_id, principal, write=True)
     live = await svc.hub.apply_vocabulary(meeting_id)
     return JSONResponse({"applied": live is not None, "vocabulary_version": live.version if live else None})
 
@@ -262,7 +268,7 @@ async def create_ticket(request: Request) -> JSONResponse:
     ticket = new_token()
     ttl = svc.settings.ticket_ttl_s
     async with svc.db.session() as db:
-        meeting = await _meeting(db, path_int(request, "meeting_id"), principal)
+        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
         if meeting.status == MeetingStatus.ENDED:
             raise ApiError(409, "ended", "this meeting has ended")
         db.add(
@@ -278,43 +284,37 @@ async def create_ticket(request: Request) -> JSONResponse:
 
 
 async def meeting_captions(request: Request) -> Response:
-    """The meeting's persisted captions as JSON, WebVTT, SRT or plain text.
+    """The meeting's persisted captions of every speaker on the meeting's clock (a final's time = its stream's
+    start - the meeting's start + its time in the stream), in that order, labelled with the speaker's name
+    in the meeting: JSON, WebVTT (``<v Name>`` voice tags), SRT or text (``Name: `` prefix).
     ---
     tags: [meetings]
-    parameters: [{name: format, in: query, schema: {type: string, enum: [json, vtt, srt, text]}}]
-    responses: {200: {description: captions}}
+    ``form``: ``written`` (numbers, doses, dates and times in written form: "600 mg",
+    ``backend.written_form``; vocabulary terms untouched) or ``spoken`` (the text as stored); the default is
+    written for a dictation, spoken for a meeting. JSON gives both (``text`` as stored, ``written``).
+    ---
+    tags: [meetings]
+    parameters:
+      - {name: format, in: query, schema: {type: string, enum: [json, vtt, srt, text]}}
+      - {name: form, in: query, schema: {type: string, enum: [spoken, written]}}
+    responses: {200: {description: captions}, 422: {description: unknown format or form}}
     """
     principal = await require_user(request)
     fmt = request.query_params.get("format", "json")
     async with services(request).db.session() as db:
-        meeting = await _meeting(db, path_int(request, "meeting_id"), principal)
-        segments = list(
-            (
-                await db.execute(
-                    select(CaptionSegment)
-                    .where(CaptionSegment.meeting_id == meeting.id)
-                    .order_by(CaptionSegment.created_at, CaptionSegment.id)
-                )
-            ).scalars()
-        )
+        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
+        _clock, finals = await meeting_timeline(db, meeting.id)
+    form = request.query_params.get("form", "written" if meeting.kind == MeetingKind.DICTATION else "spoken")
+    if form not in ("spoken", "written"):
+        raise ApiError(422, "invalid", "form must be spoken or written", [{"field": "form"}])
     if fmt == "json":
-        return JSONResponse(
-            {
-                "captions": [
-                    {
-                        "seq": s.seq,
-                        "session_id": s.session_id,
-                        "text": s.text,
-                        "start_s": s.start_s,
-                        "end_s": s.end_s,
-                        "matched_terms": s.matched_terms,
-                    }
-                    for s in segments
-                ]
-            }
-        )
+        return JSONResponse({"captions": [_caption_dict(f) for f in finals]})
     try:
-        body, media = render_captions(fmt, [(s.start_s, s.end_s, s.text) for s in segments])
+        shown = [to_written(f.text, f.matched_terms) if form == "written" else f.text for f in finals]
+        cues = [
+            Cue(f.meeting_start_s, f.meeting_end_s, t, f.speaker) for f, t in zip(finals, shown, strict=True)
+        ]
+        body, media = render_captions(fmt, cues)
     except ValueError as exc:
         raise ApiError(422, "invalid", str(exc), [{"field": "format"}]) from exc
     return Response(
@@ -322,6 +322,23 @@ async def meeting_captions(request: Request) -> Response:
         media_type=media,
         headers={"content-disposition": f'attachment; filename="meeting-{meeting.id}.{fmt}"'},
     )
+
+
+def _caption_dict(final: TimelineFinal) -> dict[str, Any]:
+    return {
+        "id": final.id,
+        "seq": final.seq,
+        "session_id": final.session_id,
+        "user_id": final.user_id,
+        "speaker": final.speaker,
+        "text": final.text,
+        "written": to_written(final.text, final.matched_terms),
+        "start_s": final.start_s,
+        "end_s": final.end_s,
+        "meeting_start_s": final.meeting_start_s,
+        "meeting_end_s": final.meeting_end_s,
+        "matched_terms": final.matched_terms,
+    }
 
 
 routes = [

@@ -66,6 +66,8 @@ class User(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # Carried in every cookie session; logout increments it, so every cookie issued before stops working.
     session_epoch: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # How people see the user (the admin's "Users" tab sets it); None: the username (migration 0007).
+    display_name: Mapped[str | None] = mapped_column(String(100))
 
 
 class ApiToken(Base):
@@ -183,6 +185,33 @@ class CaptionSegment(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class MeetingParticipant(Base):
+    """A speaker's display name in one meeting (the meeting view's label); absent = the username."""
+
+    __tablename__ = "meeting_participants"
+    meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    display_name: Mapped[str] = mapped_column(String(100))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class ViewerLink(Base):
+    """A read-only link to a meeting's live view, for people without an account. Only the SHA-256 of its
+    token is stored; it always expires; revoking sets ``revoked_at`` and keeps the row for the list."""
+
+    __tablename__ = "viewer_links"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"), index=True)
+    label: Mapped[str] = mapped_column(String(100))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Updated at most once a minute per link, so many viewers cost few writes.
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class Ticket(Base):
     """Single-use WebSocket ticket; only the hash is stored so a DB leak cannot be replayed."""
 
@@ -192,3 +221,28 @@ class Ticket(Base):
     meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class UserInvite(Base):
+    """A one-time link with which a new user sets their password. Only the SHA-256 of its token is stored;
+    it expires; ``used_at`` is set when it is used, and a newer invite for the same user replaces it."""
+
+    __tablename__ = "user_invites"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class DictationDraft(Base):
+    """The note a user wrote with a dictation, as last saved from the dictation page (any device). Only its
+    owner reads or writes it; deleting the dictation or the user deletes it."""
+
+    __tablename__ = "dictation_drafts"
+    meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -57,17 +57,26 @@ def shoot(page: Any, folder: Path, name: str, width: int) -> str:
     return file
 
 
-def pages_at(browser: Any, base_url: str, meeting_id: str, width: int, folder: Path) -> list[str]:
+def pages_at(
+    browser: Any, base_url: str, meeting_id: str, width: int, folder: Path, view_url: str, invite_path: str
+) -> list[str]:
     context = browser.new_context(viewport={"width": width, "height": WIDTHS[width]})
     page = context.new_page()
     page.goto(f"{base_url}/?meeting={meeting_id}")
     page.wait_for_selector("#login-username")
     taken = [shoot(page, folder, "login", width)]
+    guest_context = browser.new_context(viewport={"width": width, "height": WIDTHS[width]})
+    guest = guest_context.new_page()  # a guest with a view-only link, no account
+    guest.goto(base_url + view_url)
+    guest.wait_for_selector("#connection[data-state=live]")
     log_in(page, f"{base_url}/?meeting={meeting_id}")
     page.click("#start")
     page.wait_for_function("document.querySelectorAll('#caption-log .line').length >= 2", timeout=30_000)
     page.wait_for_function("document.querySelector('#caption-log .partial').textContent.length > 0")
     taken.append(shoot(page, folder, "captions", width))
+    guest.wait_for_function("document.querySelectorAll('#caption-log .line').length >= 2", timeout=30_000)
+    taken.append(shoot(guest, folder, "meeting-view", width))
+    guest_context.close()
     page.click("#stop")
     page.wait_for_selector("#connection[data-state=stopped]")
 
@@ -82,11 +91,23 @@ def pages_at(browser: Any, base_url: str, meeting_id: str, width: int, folder: P
     page.goto(f"{base_url}/admin")
     page.wait_for_selector("#terms-table tbody tr")
     taken.append(shoot(page, folder, "admin", width))
-    for tab, ready in (("meetings", "#meetings-table tbody tr"), ("stats", "#stats-table tbody tr")):
+    tabs = (
+        ("meetings", "#meetings-table tbody tr"),
+        ("stats", "#stats-table tbody tr"),
+        ("users", "#users-table tbody tr"),
+        ("viewer-links", "#viewer-links-table tbody tr"),
+    )
+    for tab, ready in tabs:
         page.click(f"[data-tab={tab}]")
         page.wait_for_selector(ready)
         taken.append(shoot(page, folder, f"admin-{tab}", width))
     context.close()
+    invitee = browser.new_context(viewport={"width": width, "height": WIDTHS[width]})
+    invite = invitee.new_page()
+    invite.goto(base_url + invite_path)
+    invite.wait_for_selector("input[type=password]")
+    taken.append(shoot(invite, folder, "invite", width))
+    invitee.close()
     return taken
 
 
@@ -98,12 +119,18 @@ def main(folder: Path) -> None:
         with LiveServer(settings, LoudnessEngine()) as server, sync_playwright() as playwright:
             rest = login(server.base_url)
             meeting_id = prepare(rest)
+            link = rest.post(f"/api/meetings/{meeting_id}/viewer-links", json={"label": "Gallery"}).json()
+            invited = {"username": "okafor", "display_name": "Dr Okafor", "invite": True}
+            invite_path = rest.post("/api/users", json=invited).json()["invite"]["path"]
             rest.close()
             chromium = shutil.which("chromium") or shutil.which("chromium-browser")
             args = chromium_args(wav)
             browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=args)
             for width in WIDTHS:
-                for file in pages_at(browser, server.base_url, meeting_id, width, folder):
+                taken = pages_at(
+                    browser, server.base_url, meeting_id, width, folder, link["url"], invite_path
+                )
+                for file in taken:
                     print(folder / file)
             browser.close()
 

@@ -67,7 +67,7 @@ async function endSession(button, session) {
   });
 }
 
-/** The statistics tab: filters by meeting and vocabulary; never-matched terms stand out. */
+/** The statistics tab: filters by meeting and vocabulary; terms not heard yet stand out. */
 export function renderStats() {
   const panel = byId("tab-stats");
   const meeting = h("select", { id: "stats-meeting" }, h("option", { value: "" }, "All meetings"),
@@ -82,7 +82,7 @@ export function renderStats() {
     if (vocabulary.value) query.set("vocabulary_id", vocabulary.value);
     try {
       const { terms } = await api("GET", `/api/stats/terms?${query}`);
-      renderStatsTable(table, summary, terms);
+      renderStatsTable(table, summary, terms, meeting.value ? Number(meeting.value) : null);
     } catch (err) {
       showError(err);
     }
@@ -92,7 +92,7 @@ export function renderStats() {
   panel.replaceChildren(
     h("div", { class: "card stack" },
       h("h2", {}, "Term statistics"),
-      h("p", { class: "hint" }, "How often each term was recognized. A term that is never matched is often spelled differently from how people say it."),
+      h("p", { class: "hint" }, "How often each term was recognized in captions. A term not heard yet may simply not have been said."),
       h("div", { class: "inline-form" },
         h("div", { class: "field" }, h("label", { for: "stats-meeting" }, "Meeting"), meeting),
         h("div", { class: "field" }, h("label", { for: "stats-vocabulary" }, "Vocabulary"), vocabulary),
@@ -104,11 +104,24 @@ export function renderStats() {
   load();
 }
 
-function renderStatsTable(table, summary, terms) {
+/** How many meetings that ran (the one selected, or all) used vocabulary `vocabularyId`. */
+function meetingsUsing(vocabularyId, meetingId) {
+  return store.meetings.filter(
+    (m) => m.started_at && (meetingId === null || m.id === meetingId) && (m.vocabulary_ids || []).includes(vocabularyId),
+  ).length;
+}
+
+/** What to say about a term with no hits: only what is known (no guess about its spelling). */
+export function notHeardNote(meetings) {
+  if (!meetings) return "not used in a meeting yet";
+  return `not heard yet in ${meetings} meeting${meetings === 1 ? "" : "s"}`;
+}
+
+function renderStatsTable(table, summary, terms, meetingId) {
   const sorted = [...terms].sort((a, b) => a.hits - b.hits || String(a.term).localeCompare(b.term));
   const never = sorted.filter((t) => !t.hits).length;
   summary.textContent = terms.length
-    ? `${terms.length} terms; ${never} never matched${never ? " (highlighted)" : ""}.`
+    ? `${terms.length} terms; ${never} not heard yet${never ? " (highlighted)" : ""}.`
     : "No terms to show.";
   table.replaceChildren(
     h("thead", {}, h("tr", {}, h("th", {}, "Term"), h("th", {}, "Written as"), h("th", {}, "Vocabulary"), h("th", { class: "num" }, "Hits"), h("th", {}, "Note"))),
@@ -118,7 +131,7 @@ function renderStatsTable(table, summary, terms) {
         h("td", {}, t.display && t.display !== t.term ? t.display : h("span", { class: "muted" }, "—")),
         h("td", {}, vocabularyName(t.vocabulary_id)),
         h("td", { class: "num" }, t.hits),
-        h("td", { class: "hint" }, t.hits ? "" : "never matched — check the spelling"),
+        h("td", { class: "hint" }, t.hits ? "" : notHeardNote(meetingsUsing(t.vocabulary_id, meetingId))),
       ),
     )),
   );

@@ -1,8 +1,11 @@
-// Admin page: login, then tabs for vocabularies, meetings, live sessions, term statistics and API tokens.
+// Admin page: login, then tabs for vocabularies, meetings, live sessions, term statistics, API tokens and
+// users.
 
 import { renderStats, startLive } from "./admin-live.js";
 import { loadMeetings, renderMeetings } from "./admin-meetings.js";
 import { renderTokens } from "./admin-tokens.js";
+import { renderUsers } from "./admin-users.js";
+import { renderViewerLinks } from "./admin-viewer-links.js";
 import { bindVocabularyForms, loadVocabularies, selectVocabulary } from "./admin-vocabularies.js";
 import { showError, store } from "./admin-common.js";
 import { describeError, logout } from "./api.js";
@@ -10,7 +13,7 @@ import { applyStoredDisplay } from "./display-prefs.js";
 import { byId } from "./dom.js";
 import { requireUser } from "./login.js";
 
-const TABS = ["vocabularies", "meetings", "live", "stats", "tokens"];
+const TABS = ["vocabularies", "meetings", "live", "stats", "tokens", "viewer-links", "users"];
 let stopLive = null;
 
 async function main() {
@@ -56,6 +59,10 @@ async function showTab() {
     renderStats();
   } else if (name === "tokens") {
     await renderTokens();
+  } else if (name === "users") {
+    await renderUsers();
+  } else if (name === "viewer-links") {
+    await renderViewerLinks();
   }
 }
 

@@ -51,8 +51,17 @@ function setConnection(state, text, detail = "") {
 
 async function main() {
   applyStoredDisplay();
+  if (/(?:^|[#&])link=/.test(location.hash)) {
+    location.replace(`/meeting${location.hash}`); // a view-only link opened on the wrong page
+    return;
+  }
   const meetingId = new URLSearchParams(location.search).get("meeting");
-  await requireUser(byId("login"), "Log in to caption this meeting.");
+  await requireUser(
+    byId("login"),
+    meetingId
+      ? "Log in to caption or follow this meeting. No account? You can follow it only through a view-only link from its organiser."
+      : "Log in to caption a meeting.",
+  );
   if (!meetingId) {
     await showPicker();
     return;
@@ -76,10 +85,19 @@ async function showPicker() {
     const joinable = meetings.filter((m) => m.kind !== "dictation" && m.status !== "ended");
     list.replaceChildren(
       ...joinable.map((m) =>
-        h("li", {}, h("a", { href: `/?meeting=${encodeURIComponent(m.id)}` }, m.title), " ", h("span", { class: `pill small status-${m.status}` }, m.status)),
+        h(
+          "li",
+          {},
+          h("a", { href: `/?meeting=${encodeURIComponent(m.id)}` }, m.title),
+          " ",
+          h("span", { class: `pill small status-${m.status}` }, m.status),
+          h("a", { class: "follow", href: `/meeting?id=${encodeURIComponent(m.id)}`, "aria-label": `Follow ${m.title} (view only)` }, "Follow"),
+        ),
       ),
     );
-    if (!joinable.length) list.replaceChildren(h("li", { class: "muted" }, "No meetings are open right now."));
+    if (!joinable.length) {
+      list.replaceChildren(h("li", { class: "muted" }, "No meetings are open right now. Start one below."));
+    }
   } catch (err) {
     list.replaceChildren(h("li", { class: "error" }, describeError(err)));
   }
@@ -87,6 +105,25 @@ async function showPicker() {
     event.preventDefault();
     location.search = `?meeting=${encodeURIComponent(byId("meeting-id").value.trim())}`;
   });
+  byId("create-meeting").addEventListener("submit", createMeeting);
+}
+
+/** Create a meeting (the caller owns it), start it, and open it for captioning. */
+async function createMeeting(event) {
+  event.preventDefault();
+  const form = event.currentTarget;
+  const button = form.querySelector("button");
+  const error = byId("create-error");
+  error.textContent = "";
+  button.disabled = true;
+  try {
+    const { meeting } = await api("POST", "/api/meetings", { title: byId("new-meeting-title").value.trim() });
+    await api("POST", `/api/meetings/${encodeURIComponent(meeting.id)}/start`);
+    location.search = `?meeting=${encodeURIComponent(meeting.id)}`;
+  } catch (err) {
+    error.textContent = describeError(err);
+    button.disabled = false;
+  }
 }
 
 function setupCaptions() {
@@ -108,6 +145,7 @@ function setupCaptions() {
   });
   bindReadAloud(byId("announce"));
   bindExports();
+  byId("follow").href = `/meeting?id=${encodeURIComponent(meeting.id)}`;
   byId("start").addEventListener("click", start);
   byId("stop").addEventListener("click", stop);
   byId("retry").addEventListener("click", () => page.client && page.client.retryNow());
@@ -258,8 +296,8 @@ function clockTime(ms) {
 
 function gapText({ lostAt, resumedAt, from_s: fromS, to_s: toS }) {
   const outage = `Connection lost ${clockTime(lostAt)}–${clockTime(resumedAt)}`;
-  if (typeof fromS !== "number") return `${outage}; the speech held meanwhile was captioned.`;
-  return `${outage}; ${Math.round(toS - fromS)} s of speech could not be captioned.`;
+  if (typeof fromS !== "number") return `${outage}; the audio held meanwhile was captioned.`;
+  return `${outage}; ${Math.round(toS - fromS)} s of audio could not be captioned (it may have been silence).`;
 }
 
 async function finish(detail) {

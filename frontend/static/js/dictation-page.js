@@ -1,5 +1,7 @@
 // Dictation page: stream into an editable note using the clinician's personal vocabularies; terms added
-// on the page are saved to the list and sent to the live session with `configure`.
+// on the page are saved to the list and sent to the live session with `configure`. Dictated numbers are
+// shown in written form ("600 mg") unless the "Written numbers" preference is off; a pause or "new
+// paragraph" starts a paragraph; the note is kept on this device and on the server.
 
 import { api, describeError } from "./api.js";
 import {
@@ -10,13 +12,17 @@ import {
   showLevel,
 } from "./audio-capture.js";
 import { CaptionsClient, chunkSamplesFor } from "./captions-client.js";
-import { applyStoredDisplay } from "./display-prefs.js";
+import { latestNote, renderDictations, saveNote, showNoteState } from "./dictation-notes.js";
+import { activeTermsText, renderTermList } from "./dictation-terms.js";
+import { applyStoredDisplay, bindWrittenNumbers } from "./display-prefs.js";
 import { byId, copyText, downloadText, formatDateTime, h } from "./dom.js";
 import { exportFilename } from "./export.js";
 import { requireUser } from "./login.js";
-import { NoteDraft } from "./note-draft.js";
+import { NoteDraft, PARAGRAPH_PAUSE_S, appendDictated } from "./note-draft.js";
+import { toWritten } from "./written-form.js";
 
 const ACTIVE_STATES = ["connecting", "live", "reconnecting", "stopping"];
+const DEFAULT_CHUNK_S = 1.12; // until the dictation (and then the server's `ready`) says otherwise
 
 const page = {
   user: null,
@@ -28,6 +34,10 @@ const page = {
   capture: null,
   draft: null,
   partial: { text: "", utterance: null },
+  writtenNumbers: true,
+  lastEndS: null, // end of the last final of this dictation (seconds), for the paragraph rule
+  activeTerms: 0, // terms the recognizer boosts in this dictation (list + added on the page)
+  ended: new Set(), // ids of the dictations this page has ended
 };
 
 function showError(text) {
@@ -50,10 +60,14 @@ async function main() {
     note: byId("note"),
     key: `dictationDraft.${page.user.id}`,
     isDictating: () => Boolean(page.client && ACTIVE_STATES.includes(page.client.state)),
+    remote: { save: saveRemoteDraft, onState: showDraftState },
   });
   const restored = page.draft.restore();
   if (restored) byId("copy-status").textContent = `Restored your unsaved note from ${formatDateTime(restored.toISOString())}.`;
   page.draft.guardLeaving(document.querySelectorAll(".topnav a"));
+  page.writtenNumbers = bindWrittenNumbers(byId("written-numbers"), (on) => {
+    page.writtenNumbers = on;
+  });
   byId("start").addEventListener("click", start);
   byId("stop").addEventListener("click", stop);
   byId("copy").addEventListener("click", copyNote);
@@ -67,7 +81,7 @@ async function main() {
     showError(unavailable.message);
     byId("start").disabled = true;
   }
-  await Promise.all([loadVocabularies(), refreshMicrophones()]);
+  await Promise.all([loadVocabularies(), refreshMicrophones(), restoreRemoteDraft(page.draft.savedAt), loadDictations()]);
 }
 
 function refreshMicrophones() {
@@ -96,16 +110,33 @@ async function selectVocabulary(id) {
 }
 
 function renderTerms(terms, highlight = null) {
-  const list = byId("terms");
-  if (!terms.length) {
-    list.replaceChildren(h("li", { class: "muted" }, "No terms yet."));
+  renderTermList(byId("terms"), page.vocabulary ? { ...page.vocabulary, terms } : null, termChanged, highlight);
+}
+
+/** A term was edited or removed on the server: show the list, and apply the change to a live dictation. */
+async function termChanged(vocabulary, change) {
+  page.vocabulary = vocabulary;
+  renderTerms(vocabulary.terms);
+  const shown = change.before.display || change.before.text;
+  if (!page.client || page.client.state !== "live") {
+    setAck("", change.kind === "remove" ? `Removed “${shown}”.` : `Saved. The change applies from the next dictation.`);
     return;
   }
-  list.replaceChildren(
-    ...terms.map((t) =>
-      h("li", { class: t.text === highlight ? "new" : "", title: `weight ${t.weight}` }, t.display || t.text),
-    ),
-  );
+  if (change.kind === "remove") page.activeTerms = Math.max(0, page.activeTerms - 1);
+  setAck("pending", "Updating the recognizer…");
+  try {
+    await api("POST", `/api/meetings/${page.meeting.id}/apply-vocabulary`);
+    // A term added during this dictation is also among the session's `configure` terms: change it there too.
+    const kept = page.sessionTerms.filter((t) => t.text !== change.before.text);
+    if (kept.length !== page.sessionTerms.length) {
+      if (change.kind === "edit") kept.push(change.after.display ? change.after : { text: change.after.text });
+      page.sessionTerms = kept;
+      await page.client.configure(page.sessionTerms);
+    }
+    setAck("ok", `${change.kind === "remove" ? `Removed “${shown}”.` : "Saved."} ${activeTermsText(page.activeTerms)}`);
+  } catch (err) {
+    setAck("error", `Saved, but not applied to this dictation: ${describeError(err)}`);
+  }
 }
 
 async function ensureVocabulary() {
@@ -164,10 +195,11 @@ async function sendTerms() {
   setAck("pending", "Sending the new terms to the recognizer…");
   try {
     const configured = await page.client.configure(page.sessionTerms);
-    const count = configured.terms ? configured.terms.length : page.sessionTerms.length;
-    setAck("ok", `Active now: vocabulary version ${shortVersion(configured.version)} (${count} term${count === 1 ? "" : "s"} added this dictation).`);
+    page.activeTerms += 1;
+    const latest = page.sessionTerms[page.sessionTerms.length - 1];
+    setAck("ok", `“${latest.display || latest.text}” is active now. ${activeTermsText(page.activeTerms)}`);
     byId("ack").dataset.version = configured.version;
-    byId("ack").title = `Vocabulary version ${configured.version}`;
+    byId("ack").title = `Vocabulary version ${shortVersion(configured.version)}`;
   } catch (err) {
     const detail = err.errors && err.errors.length ? err.errors.map((e) => `“${e.text}”: ${e.reason}`).join("; ") : err.message;
     setAck("error", `Not applied: ${detail}`);
@@ -179,11 +211,23 @@ function shortVersion(version) {
   return String(version ?? "").slice(0, 8);
 }
 
-function appendToNote(text) {
+/** Add a final to the note: written form if chosen (its matched terms untouched), a paragraph after a pause. */
+function addFinal(final) {
+  const startS = Number(final.start_s);
+  const pause = page.lastEndS !== null && startS - page.lastEndS > PARAGRAPH_PAUSE_S;
+  page.lastEndS = Number(final.end_s);
+  const keep = [...(final.matched_terms || []), ...((page.vocabulary && page.vocabulary.terms) || []).map((t) => t.display || t.text)];
+  appendToNote(page.writtenNumbers ? toWritten(final.text, keep) : final.text, pause);
+}
+
+function appendToNote(text, newParagraph) {
   const note = byId("note");
-  const atEnd = note.selectionStart === note.value.length;
-  const needsSpace = note.value && !/\s$/.test(note.value);
-  note.setRangeText((needsSpace ? " " : "") + text, note.value.length, note.value.length, atEnd ? "end" : "preserve");
+  const before = note.value;
+  const after = appendDictated(before, text, newParagraph);
+  let common = 0;
+  while (common < before.length && before[common] === after[common]) common += 1;
+  const atEnd = note.selectionStart === before.length;
+  note.setRangeText(after.slice(common), common, before.length, atEnd ? "end" : "preserve");
   if (atEnd) note.scrollTop = note.scrollHeight;
   page.draft.save();
 }
@@ -201,22 +245,34 @@ function setPartial(text, utterance) {
 async function start() {
   showError("");
   byId("start").disabled = true;
+  // The microphone first: a refused or missing microphone must not leave an empty dictation behind.
+  const capture = new MicrophoneCapture({
+    chunkSamples: chunkSamplesFor(DEFAULT_CHUNK_S),
+    deviceId: byId("microphone").value,
+    onChunk: (buffer) => page.client && page.client.sendAudio(buffer),
+    onLevel: ({ rms }) => setLevel(rms),
+  });
   try {
-    const { meeting } = await api("POST", "/api/dictations", { title: `Dictation ${new Date().toLocaleString()}` });
-    page.meeting = meeting;
-    page.capture = new MicrophoneCapture({
-      chunkSamples: chunkSamplesFor(meeting.chunk_s || 0.56),
-      deviceId: byId("microphone").value,
-      onChunk: (buffer) => page.client && page.client.sendAudio(buffer),
-      onLevel: ({ rms }) => setLevel(rms),
-    });
-    await page.capture.start();
+    await capture.start();
   } catch (err) {
-    page.capture = null;
     showError(describeError(err));
     byId("start").disabled = false;
     return;
   }
+  try {
+    const { meeting } = await api("POST", "/api/dictations", { title: `Dictation ${new Date().toLocaleString()}` });
+    page.meeting = meeting;
+  } catch (err) {
+    await capture.stop();
+    showError(describeError(err));
+    byId("start").disabled = false;
+    return;
+  }
+  page.capture = capture;
+  capture.setChunkSamples(chunkSamplesFor(page.meeting.chunk_s || DEFAULT_CHUNK_S));
+  page.lastEndS = null;
+  page.draft.attachRemote();
+  loadDictations();
   refreshMicrophones();
   page.sessionTerms = [];
   const client = new CaptionsClient({ meetingId: page.meeting.id, chunkS: page.meeting.chunk_s || 0.56 });
@@ -224,14 +280,15 @@ async function start() {
   client.addEventListener("state", (event) => onState(event.detail));
   client.addEventListener("ready", (event) => {
     page.capture && page.capture.setChunkSamples(event.detail.chunk_samples);
-    const terms = event.detail.terms || [];
-    setAck("ok", `Dictating with vocabulary version ${shortVersion(event.detail.vocabulary_version)} (${terms.length} terms).`);
+    page.activeTerms = (event.detail.terms || []).length + page.sessionTerms.length;
+    setAck("ok", `Dictating. ${activeTermsText(page.activeTerms)}`);
+    byId("ack").title = `Vocabulary version ${shortVersion(event.detail.vocabulary_version)}`;
   });
   client.addEventListener("partial", (event) => setPartial(event.detail.text, event.detail.utterance));
   client.addEventListener("final", (event) => {
     page.partial = { text: "", utterance: page.partial.utterance };
     byId("hearing").textContent = "";
-    appendToNote(event.detail.text);
+    addFinal(event.detail);
   });
   client.addEventListener("lag", (event) => {
     byId("lag").hidden = false;
@@ -255,6 +312,7 @@ function onState(detail) {
     ended: "Ended",
   };
   setConnection(detail.state, labels[detail.state] || detail.state);
+  if (detail.state === "live") loadDictations();
   if (["stopped", "failed", "ended"].includes(detail.state)) finish(detail);
 }
 
@@ -268,6 +326,24 @@ async function finish(detail) {
   byId("start").hidden = false;
   byId("start").disabled = false;
   byId("stop").hidden = true;
+  if (byId("ack").textContent.startsWith("Dictating.")) setAck("", "");
+  await endDictation();
+}
+
+/** End this page's dictation on the server, so it is listed as finished rather than live. */
+async function endDictation() {
+  const meeting = page.meeting;
+  if (!meeting || page.ended.has(meeting.id)) return;
+  page.ended.add(meeting.id);
+  try {
+    const body = await api("POST", `/api/meetings/${meeting.id}/end`);
+    if (page.meeting && page.meeting.id === meeting.id) page.meeting = body.meeting;
+  } catch (err) {
+    page.ended.delete(meeting.id);
+    showError(`The dictation could not be marked as finished: ${describeError(err)}`);
+  }
+  await page.draft.flushRemote();
+  await loadDictations();
 }
 
 async function stop() {
@@ -294,10 +370,45 @@ function exportNote() {
   page.draft.markTaken();
 }
 
+function saveRemoteDraft(text) {
+  return page.meeting ? saveNote(page.meeting.id, text) : Promise.resolve();
+}
+
+function showDraftState(state, err) {
+  showNoteState(byId("draft-status"), state, err);
+}
+
+function loadDictations() {
+  return renderDictations(byId("dictations"), page.user.id);
+}
+
+/** The latest note kept in the account, when it is newer than this device's copy (written elsewhere). */
+async function restoreRemoteDraft(localSavedAt) {
+  let latest;
+  try {
+    latest = await latestNote();
+  } catch (err) {
+    showDraftState("error", err);
+    return;
+  }
+  if (!latest || page.meeting) return; // nothing kept, or a dictation started meanwhile: keep what is shown
+  const note = byId("note");
+  page.meeting = { id: latest.meeting_id, title: latest.title };
+  const newer = !localSavedAt || new Date(latest.updated_at) > localSavedAt;
+  const untouched = !note.value || note.value === (page.draft.read() || {}).text;
+  if (newer && untouched && latest.text !== note.value) {
+    note.value = latest.text;
+    page.draft.save();
+    byId("copy-status").textContent = `Restored your note from ${formatDateTime(latest.updated_at)} (saved in your account).`;
+  }
+  page.draft.attachRemote(latest.text);
+}
+
 function clearNote() {
   if (byId("note").value && !confirm("Clear the whole note?")) return;
   byId("note").value = "";
   page.draft.save();
+  page.draft.flushRemote();
   byId("note").focus();
 }
 

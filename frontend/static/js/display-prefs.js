@@ -1,4 +1,4 @@
-// Text size and high-contrast preferences, remembered across pages and visits.
+// Text size, high-contrast and written-numbers preferences, remembered across pages and visits.
 
 import { prefs } from "./dom.js";
 
@@ -40,4 +40,20 @@ export function bindDisplayControls({ smaller, larger, readout, contrast }) {
     });
   }
   show();
+}
+
+/** Whether dictated numbers are shown in written form ("600 mg"); on unless the user turned it off. */
+export function writtenNumbersPreferred() {
+  return prefs.get("writtenNumbers", "on") !== "off";
+}
+
+/** Wire the "Written numbers" checkbox: it shows and remembers the preference; returns the current value. */
+export function bindWrittenNumbers(checkbox, onChange = () => {}) {
+  const on = writtenNumbersPreferred();
+  checkbox.checked = on;
+  checkbox.addEventListener("change", () => {
+    prefs.set("writtenNumbers", checkbox.checked ? "on" : "off");
+    onChange(checkbox.checked);
+  });
+  return on;
 }

@@ -1,5 +1,6 @@
-// The dictation note's draft on this device: saved to localStorage as it changes, restored on return, and
-// a warning before leaving the page with a note that was never copied or exported.
+// The dictation note's draft: saved to localStorage as it changes and, once the note belongs to a dictation,
+// to the server too (debounced), restored on return; a warning before leaving the page with a note that was
+// never copied or exported. Also how dictated text joins the note (paragraphs after pauses or on command).
 
 import { prefs } from "./dom.js";
 
@@ -7,18 +8,80 @@ export const LEAVE_WARNING =
   "Your note has not been copied or exported. It is kept as a draft on this device and comes back when you " +
   "return to Dictation. Leave anyway?";
 
+/** A pause longer than this (seconds, between one final's end and the next one's start) starts a paragraph. */
+export const PARAGRAPH_PAUSE_S = 2;
+/** How long after the last change the note is saved to the server. */
+export const SERVER_SAVE_DELAY_MS = 1000;
+
+const PARAGRAPH_COMMAND = /[\s,;:]*\b(?:new|next) paragraph\b[\s,.;:!?]*/gi;
+
+function endParagraph(note) {
+  return note.trim() ? note.replace(/\s*$/, "") + "\n\n" : note;
+}
+
+/**
+ * The note after dictated `text` is added at its end: "new paragraph" / "next paragraph" said anywhere
+ * start a paragraph (the words themselves are dropped, the next word is capitalised), and so does
+ * `newParagraph` (a long pause before this text). Otherwise the text follows after one space.
+ */
+export function appendDictated(note, text, newParagraph = false) {
+  let result = String(note);
+  String(text).split(PARAGRAPH_COMMAND).forEach((part, index) => {
+    if (index > 0 || newParagraph) result = endParagraph(result);
+    let words = part.trim();
+    if (!words) return;
+    if (index > 0) words = words[0].toUpperCase() + words.slice(1);
+    result += (!result || /\s$/.test(result) ? "" : " ") + words;
+  });
+  return result;
+}
+
 export class NoteDraft {
   /**
    * note: the <textarea>; key: the storage key (per user); isDictating(): true while a dictation is live
-   * (leaving then ends it, so the page warns even for a note that was already copied).
+   * (leaving then ends it, so the page warns even for a note that was already copied). remote: optional
+   * `{save(text) -> Promise, onState(state, detail)}`; saving to it starts once `remoteReady` is set.
    */
-  constructor({ note, key, isDictating = () => false }) {
+  constructor({ note, key, isDictating = () => false, remote = null }) {
     this.note = note;
     this.key = key;
     this.isDictating = isDictating;
+    this.remote = remote;
+    this.remoteReady = false; // true once the note belongs to a dictation the server can keep it for
+    this.remoteText = null; // the text the server holds, as far as this page knows
+    this.remoteTimer = 0;
     this.taken = ""; // the text as last copied or exported
     this.leaving = false; // set once the user confirmed leaving through an in-page link
     note.addEventListener("input", () => this.save());
+  }
+
+  /** The server holds `text` (just restored from it, or saved); later edits are saved after a pause. */
+  attachRemote(text = null) {
+    this.remoteReady = true;
+    if (text !== null) this.remoteText = text;
+    this.scheduleRemote();
+  }
+
+  scheduleRemote() {
+    if (!this.remote || !this.remoteReady) return;
+    clearTimeout(this.remoteTimer);
+    if (this.note.value !== (this.remoteText ?? "")) this.remote.onState?.("saving");
+    this.remoteTimer = setTimeout(() => this.flushRemote(), SERVER_SAVE_DELAY_MS);
+  }
+
+  /** Send the note to the server now if it changed since the last save; resolves when done. */
+  async flushRemote() {
+    clearTimeout(this.remoteTimer);
+    const text = this.note.value;
+    if (!this.remote || !this.remoteReady || text === (this.remoteText ?? "")) return;
+    this.remote.onState?.("saving");
+    try {
+      await this.remote.save(text);
+      this.remoteText = text;
+      this.remote.onState?.(text === this.note.value ? "saved" : "saving");
+    } catch (err) {
+      this.remote.onState?.("error", err);
+    }
   }
 
   /** Put a stored draft into an empty note; returns when it was saved (a Date) or null when none was. */
@@ -30,14 +93,18 @@ export class NoteDraft {
     return new Date(stored.savedAt);
   }
 
-  /** Store the note as it is now (an empty note removes the draft). */
+  /** Store the note as it is now (an empty note is stored as empty, so an older copy on the server does not
+   * come back in its place). */
   save() {
-    const text = this.note.value;
-    if (!text.trim()) {
-      prefs.remove(this.key);
-      return;
-    }
+    const text = this.note.value.trim() ? this.note.value : "";
     prefs.set(this.key, JSON.stringify({ text, taken: text === this.taken, savedAt: Date.now() }));
+    this.scheduleRemote();
+  }
+
+  /** When this device's copy was last saved (a Date), or null when it holds none. */
+  get savedAt() {
+    const stored = this.read();
+    return stored && stored.savedAt ? new Date(stored.savedAt) : null;
   }
 
   /** The note was copied or exported as it is now. */

@@ -1,0 +1,131 @@
+"""Dictation notes kept on the server: the dictation page saves its note here as it changes and restores it
+on any device. A draft belongs to one dictation and only its owner reads or writes it (an admin neither:
+a clinician's note is theirs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from backend.api.deps import Principal, path_int, require_user, services
+from backend.api.errors import ApiError, field, json_body, not_found
+from backend.db.models import DictationDraft, Meeting, MeetingKind, utcnow
+from backend.db.session import as_utc
+
+MAX_DRAFT_CHARS = 100_000
+"""Longest note kept (characters): some fifty pages of dictation; a longer one is refused, not cut."""
+MAX_DRAFT_BODY_BYTES = 4 * MAX_DRAFT_CHARS + 4096
+"""Largest PUT body read (bytes): the longest note in 4-byte UTF-8 characters plus the JSON around it."""
+LIST_LIMIT = 20
+"""Drafts listed by ``GET /api/drafts`` (the latest first)."""
+
+
+def draft_dict(row: DictationDraft, with_text: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "meeting_id": row.meeting_id,
+        "chars": len(row.text),
+        "updated_at": as_utc(row.updated_at).isoformat(),
+    }
+    if with_text:
+        data["text"] = row.text
+    return data
+
+
+async def _own_dictation(db: AsyncSession, meeting_id: int, principal: Principal) -> Meeting:
+    """The caller's own dictation ``meeting_id``; 404 for anything else (no hint that it exists)."""
+    meeting = await db.get(Meeting, meeting_id)
+    if meeting is None or meeting.kind != MeetingKind.DICTATION or meeting.owner_id != principal.user_id:
+        raise not_found("dictation")
+    return meeting
+
+
+async def list_drafts(request: Request) -> JSONResponse:
+    """The caller's dictation notes, the latest first (without their text).
+    ---
+    tags: [drafts]
+    responses: {200: {description: "{drafts: [{meeting_id, title, chars, updated_at}]}"}}
+    """
+    principal = await require_user(request)
+    async with services(request).db.session() as db:
+        rows = (
+            await db.execute(
+                select(DictationDraft, Meeting.title)
+                .join(Meeting, Meeting.id == DictationDraft.meeting_id)
+                .where(DictationDraft.user_id == principal.user_id)
+                .order_by(DictationDraft.updated_at.desc(), DictationDraft.meeting_id.desc())
+                .limit(LIST_LIMIT)
+            )
+        ).all()
+        drafts = [draft_dict(row, with_text=False) | {"title": title} for row, title in rows]
+    return JSONResponse({"drafts": drafts})
+
+
+async def get_draft(request: Request) -> JSONResponse:
+    """The note of one of the caller's dictations.
+    ---
+    tags: [drafts]
+    responses: {200: {description: "{draft: {meeting_id, text, chars, updated_at}}"}, 404: {description:
+      "no such dictation of yours, or no note saved"}}
+    """
+    principal = await require_user(request)
+    meeting_id = path_int(request, "meeting_id")
+    async with services(request).db.session() as db:
+        await _own_dictation(db, meeting_id, principal)
+        row = await db.get(DictationDraft, meeting_id)
+        if row is None:
+            raise not_found("draft")
+        return JSONResponse({"draft": draft_dict(row)})
+
+
+async def put_draft(request: Request) -> JSONResponse:
+    """Save the note of one of the caller's dictations (an empty text deletes it).
+    ---
+    tags: [drafts]
+    requestBody: {content: {application/json: {schema: {type: object, required: [text], properties:
+      {text: {type: string, maxLength: 100000}}}}}}
+    responses:
+      200: {description: "{draft} ({draft: null} after an empty text)"}
+      404: {description: no such dictation of yours}
+      413: {description: "note longer than 100,000 characters (code too_large, errors: [{field: text}])"}
+    """
+    principal = await require_user(request)
+    meeting_id = path_int(request, "meeting_id")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_DRAFT_BODY_BYTES:
+        raise _too_large()
+    text = field(await json_body(request), "text", str)
+    if len(text) > MAX_DRAFT_CHARS:
+        raise _too_large()
+    async with services(request).db.session() as db:
+        await _own_dictation(db, meeting_id, principal)
+        if not text.strip():
+            await db.execute(delete(DictationDraft).where(DictationDraft.meeting_id == meeting_id))
+            return JSONResponse({"draft": None})
+        row = await db.get(DictationDraft, meeting_id)
+        if row is None:
+            row = DictationDraft(meeting_id=meeting_id, user_id=principal.user_id, text=text)
+            db.add(row)
+        row.text, row.updated_at = text, utcnow()
+        await db.flush()
+        return JSONResponse({"draft": draft_dict(row)})
+
+
+def _too_large() -> ApiError:
+    return ApiError(
+        413,
+        "too_large",
+        f"text: at most {MAX_DRAFT_CHARS:,} characters",
+        [{"field": "text", "reason": "too long", "max_chars": MAX_DRAFT_CHARS}],
+    )
+
+
+routes = [
+    Route("/api/drafts", list_drafts, methods=["GET"]),
+    Route("/api/drafts/{meeting_id:int}", get_draft, methods=["GET"]),
+    Route("/api/drafts/{meeting_id:int}", put_draft, methods=["PUT"]),
+]

@@ -1,0 +1,255 @@
+"""The read-only meeting view (``/ws/view``, ``captions.view.v1``) against a real uvicorn on 127.0.0.1, the
+fake engine standing in for the decoder (docs/protocol.md, "Meeting view (read-only)")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.support.fake_engine import FakeEngine, chunk
+from tests.support.server import LiveServer, login, make_settings
+
+pytestmark = pytest.mark.slow
+
+MEMBER = {"username": "nurse", "password": "long enough pw"}
+POLL_S = 0.3
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    with LiveServer(make_settings(tmp_path), FakeEngine()) as live:
+        live.services.hub.feed.poll_s = POLL_S
+        yield live
+
+
+def live_meeting(api: httpx.Client) -> int:
+    meeting_id = api.post("/api/meetings", json={"title": "Ward round", "chunk_s": 0.56}).json()["meeting"][
+        "id"
+    ]
+    assert api.post(f"/api/meetings/{meeting_id}/start").status_code == 200
+    return meeting_id
+
+
+def member(server: LiveServer, admin: httpx.Client) -> tuple[httpx.Client, int]:
+    created = admin.post("/api/users", json=MEMBER)
+    assert created.status_code == 201, created.text
+    return login(server.base_url, MEMBER["username"], MEMBER["password"]), created.json()["user"]["id"]
+
+
+def ticket(api: httpx.Client, meeting_id: int) -> str:
+    return api.post(f"/api/meetings/{meeting_id}/ticket").json()["ticket"]
+
+
+async def open_view(
+    server: LiveServer, credential: str | None, origin: str | None = None
+) -> ClientConnection:
+    protocols = ["captions.view.v1"] + ([credential] if credential else [])
+    url = f"ws://127.0.0.1:{server.settings.port}/ws/view"
+    return await connect(url, subprotocols=protocols, origin=origin or server.origin, compression=None)
+
+
+async def speak(server: LiveServer, api: httpx.Client, meeting_id: int, samples: list[int]) -> list[dict]:
+    """One speaker's stream: the chunks, then stop; every message the speaker got."""
+    ws = await connect(
+        server.ws_url,
+        subprotocols=["captions.v1", f"ticket.{ticket(api, meeting_id)}"],
+        origin=server.origin,
+        compression=None,
+    )
+    await ws.send(json.dumps({"type": "start", "chunk_s": 0.56}))
+    assert json.loads(await ws.recv())["type"] == "ready"
+    for sample in samples:
+        await ws.send(chunk(sample))
+    await ws.send(json.dumps({"type": "stop"}))
+    return await drain(ws)
+
+
+async def drain(ws: ClientConnection) -> list[dict[str, Any]]:
+    messages = []
+    try:
+        async for raw in ws:
+            messages.append(json.loads(raw))
+    except ConnectionClosed:
+        pass
+    return messages
+
+
+async def until(ws: ClientConnection, kind: str, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+    """Messages up to and including the first of ``kind``."""
+    got: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout_s):
+        while not got or got[-1]["type"] != kind:
+            got.append(json.loads(await ws.recv()))
+    return got
+
+
+async def test_viewer_gets_history_then_every_speaker_live_on_the_meeting_clock(server: LiveServer) -> None:
+    admin = login(server.base_url)
+    nurse, nurse_id = member(server, admin)
+    meeting_id = live_meeting(admin)
+    await speak(server, admin, meeting_id, [11, 12, 0])
+    renamed = nurse.put(
+        f"/api/meetings/{meeting_id}/participants/{nurse_id}", json={"display_name": "Nurse Joy"}
+    )
+    assert renamed.status_code == 200
+
+    view = await open_view(server, f"ticket.{ticket(nurse, meeting_id)}")
+    assert view.subprotocol == "captions.view.v1"
+    start = await until(view, "caught_up")
+    assert start[0]["type"] == "ready" and start[0]["meeting"]["title"] == "Ward round"
+    history = [m for m in start if m["type"] == "final"]
+    assert [(m["text"], m["speaker"]["name"]) for m in history] == [("word11 word12", "admin")]
+    assert start[-1] == {"type": "caught_up", "finals": 1, "ended": False}
+    assert server.services.hub.slots.total == 0  # a viewer holds no speaking slot
+
+    spoken = await speak(server, nurse, meeting_id, [21, 22, 0])
+    assert [m["text"] for m in spoken if m["type"] == "final"] == ["word21 word22"]
+    live = await until(view, "final")
+    partials = [m for m in live if m["type"] == "partial"]
+    assert [p["text"] for p in partials][:2] == ["word21", "word21 word22"]
+    assert {p["speaker"]["name"] for p in partials} == {"Nurse Joy"}
+    final = live[-1]
+    assert (final["text"], final["speaker"], final["seq"]) == (
+        "word21 word22",
+        {"user_id": nurse_id, "name": "Nurse Joy"},
+        1,
+    )
+    assert (
+        final["meeting_start_s"] > history[0]["meeting_start_s"]
+    )  # later stream, later on the meeting's clock
+    assert final["start_s"] == 0.0
+
+    assert admin.post(f"/api/meetings/{meeting_id}/end").status_code == 200
+    assert not [m for m in await until(view, "ended") if m["type"] == "final"]
+    await drain(view)
+    assert view.close_code == 1000
+
+
+async def test_a_viewer_on_another_replica_gets_the_finals_through_sql(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Replica A serves the speaker, replica B the viewer; they share only the database."""
+    a = LiveServer(make_settings(tmp_path / "a", database_url=database_url), FakeEngine()).start()
+    b = LiveServer(
+        make_settings(tmp_path / "b", database_url=database_url), FakeEngine(), migrate=False
+    ).start()
+    try:
+        b.services.hub.feed.poll_s = POLL_S
+        admin_a, admin_b = login(a.base_url), login(b.base_url)
+        meeting_id = live_meeting(admin_a)
+        view = await open_view(b, f"ticket.{ticket(admin_b, meeting_id)}")
+        await until(view, "caught_up")
+        await speak(a, admin_a, meeting_id, [31, 0, 32, 33, 0])
+        got = await until(view, "final")
+        got += await until(view, "final")
+        assert [m["text"] for m in got if m["type"] == "final"] == ["word31", "word32 word33"]
+        assert not [m for m in got if m["type"] == "partial"]  # partials stay on the speaker's replica
+        await view.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+async def test_a_viewer_link_opens_the_view_and_revoking_it_closes_the_view(server: LiveServer) -> None:
+    admin = login(server.base_url)
+    meeting_id = live_meeting(admin)
+    created = admin.post(f"/api/meetings/{meeting_id}/viewer-links", json={"label": "Gallery"}).json()
+    view = await open_view(server, f"link.{created['token']}")
+    assert (await until(view, "caught_up"))[0]["type"] == "ready"
+
+    assert admin.delete(f"/api/meetings/{meeting_id}/viewer-links/{created['link']['id']}").status_code == 200
+    error = (await until(view, "error"))[-1]
+    assert error["code"] == "link_revoked"
+    await drain(view)
+    assert view.close_code == 1008
+    with pytest.raises(InvalidStatus) as refused:
+        await open_view(server, f"link.{created['token']}")
+    assert refused.value.response.status_code == 403
+
+
+async def test_the_view_is_read_only_and_checks_origin_and_credentials(server: LiveServer) -> None:
+    admin = login(server.base_url)
+    meeting_id = live_meeting(admin)
+    for credential, origin in (
+        (f"ticket.{ticket(admin, meeting_id)}", "https://evil.example"),
+        (None, None),
+        ("link.not-a-link", None),
+    ):
+        with pytest.raises(InvalidStatus) as refused:
+            await open_view(server, credential, origin)
+        assert refused.value.response.status_code == 403
+    used = ticket(admin, meeting_id)
+    view = await open_view(server, f"ticket.{used}")
+    await until(view, "caught_up")
+    with pytest.raises(InvalidStatus):
+        await open_view(server, f"ticket.{used}")  # single use
+    await view.send(json.dumps({"type": "keepalive"}))
+    await view.send(chunk(11))
+    messages = await drain(view)
+    assert messages[-1]["type"] == "error" and "read-only" in messages[-1]["message"]
+    assert view.close_code == 1008
+
+
+async def test_a_draining_server_tells_viewers_to_reconnect(server: LiveServer) -> None:
+    admin = login(server.base_url)
+    meeting_id = live_meeting(admin)
+    view = await open_view(server, f"ticket.{ticket(admin, meeting_id)}")
+    await until(view, "caught_up")
+    stopping = asyncio.create_task(asyncio.to_thread(server.stop))
+    assert (await until(view, "reconnect"))[-1] == {"type": "reconnect", "reason": "server restarting"}
+    await drain(view)
+    assert view.close_code == 1012
+    await stopping
+
+
+async def test_a_stalled_viewer_is_dropped_and_never_slows_the_speaker(
+    server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/reliability.md row 23, end to end: the viewer's socket task stalls for 3 s on its first event;
+    the speaker's five finals all arrive meanwhile, the viewer's queue (4 events) overflows and it is closed
+    1013 ``too_slow``."""
+    from backend.viewer_ws import MeetingViewerSocket
+
+    deliver = MeetingViewerSocket._deliver
+
+    async def stalled(self: Any, *args: Any) -> bool:
+        await asyncio.sleep(3.0)
+        return await deliver(self, *args)
+
+    monkeypatch.setattr(MeetingViewerSocket, "_deliver", stalled)
+    server.services.hub.feed.max_queued = 4
+    admin = login(server.base_url)
+    meeting_id = live_meeting(admin)
+    view = await open_view(server, f"ticket.{ticket(admin, meeting_id)}")
+    await until(view, "caught_up")
+
+    ws = await connect(
+        server.ws_url,
+        subprotocols=["captions.v1", f"ticket.{ticket(admin, meeting_id)}"],
+        origin=server.origin,
+        compression=None,
+    )
+    await ws.send(json.dumps({"type": "start", "chunk_s": 0.56}))
+    assert json.loads(await ws.recv())["type"] == "ready"
+    started = asyncio.get_running_loop().time()
+    for word in range(41, 46):  # 5.6 s of audio in 1.5 s: within the rate budget (1.5x + 4 s)
+        for sample in (word, 0):
+            await ws.send(chunk(sample))
+            await asyncio.sleep(0.15)
+    await ws.send(json.dumps({"type": "stop"}))
+    spoken = await drain(ws)
+    took_s = asyncio.get_running_loop().time() - started
+    assert [m["text"] for m in spoken if m["type"] == "final"] == [f"word{n}" for n in range(41, 46)]
+    assert took_s < 2.9, f"the speaker took {took_s:.1f} s: it waited for the stalled viewer"
+
+    messages = await drain(view)
+    assert messages[-1]["type"] == "error" and messages[-1]["code"] == "too_slow"
+    assert view.close_code == 1013
