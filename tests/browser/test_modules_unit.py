@@ -230,3 +230,35 @@ def test_view_follows_until_the_reader_scrolls_up_and_announces_finals_only(modu
         "afterPartial": "",
         "afterFinal": "line 14",
     }
+
+
+def test_caption_lines_show_written_numbers_when_chosen(modules: object) -> None:
+    """The captions page and the meeting view write numbers out only when "Written numbers" is on (their
+    default is off, like the meeting export's), never touching a matched vocabulary term."""
+    final = {
+        "text": "give six hundred milligrams of two twice daily",
+        "matched_terms": ["two"],
+        "seq": 1,
+        "start_s": 0,
+        "end_s": 2,
+        "session_id": "s",
+        "user_id": 1,
+        "speaker": "Dr Grey",
+        "meeting_start_s": 3,
+        "meeting_end_s": 5,
+    }
+    line = "((on) => m.{cls}.prototype.finalLine.call({{ written: on }}, arg){pick}.textContent)"
+    for module, cls, pick in (
+        ("caption-view.js", "CaptionView", ""),
+        ("meeting-log.js", "MeetingLog", ".querySelector('.text')"),
+    ):
+        written = call(modules, module, line.format(cls=cls, pick=pick) + "(true)", final)
+        spoken = call(modules, module, line.format(cls=cls, pick=pick) + "(false)", final)
+        assert (written, spoken) == ("give 600 mg of two twice daily", final["text"])
+    prefs = call(
+        modules,
+        "display-prefs.js",
+        "[m.writtenNumbersPreferred(), "
+        "m.writtenNumbersPreferred(m.MEETING_WRITTEN.key, m.MEETING_WRITTEN.fallback)]",
+    )
+    assert prefs == [True, False]

@@ -2,6 +2,7 @@
 // together in requestAnimationFrame, so a final replaces its partial without a visible gap.
 
 import { h } from "./dom.js";
+import { toWritten } from "./written-form.js";
 
 const FOLLOW_SLACK_PX = 40;
 
@@ -141,10 +142,11 @@ export class CaptionView {
 
   finalLine(final) {
     const title = `${clockTime(final.start_s)} – ${clockTime(final.end_s)}`;
+    const text = this.written ? toWritten(final.text, final.matched_terms || []) : final.text;
     return h(
       "p",
       { class: "line", title, dataset: { seq: final.seq ?? "", start: final.start_s ?? "" } },
-      highlightTerms(final.text, final.matched_terms),
+      highlightTerms(text, final.matched_terms),
     );
   }
 

@@ -10,7 +10,7 @@ import {
 } from "./audio-capture.js";
 import { CaptionView } from "./caption-view.js";
 import { CaptionsClient, chunkSamplesFor } from "./captions-client.js";
-import { applyStoredDisplay, bindDisplayControls } from "./display-prefs.js";
+import { applyStoredDisplay, bindDisplayControls, bindWrittenNumbers, MEETING_WRITTEN } from "./display-prefs.js";
 import { byId, downloadText, h, prefs } from "./dom.js";
 import { FORMATS, exportFilename } from "./export.js";
 import { requireUser } from "./login.js";
@@ -137,6 +137,7 @@ function setupCaptions() {
   info.title = "Audio is sent in chunks of this length; shorter chunks give faster captions.";
   info.hidden = false;
   page.view = new CaptionView({ log: byId("caption-log"), jumpButton: byId("jump"), speak: speakLine });
+  page.view.written = bindWrittenNumbers(byId("written-numbers"), (on) => (page.view.written = on), MEETING_WRITTEN);
   bindDisplayControls({
     smaller: byId("font-smaller"),
     larger: byId("font-larger"),

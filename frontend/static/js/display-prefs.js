@@ -42,18 +42,24 @@ export function bindDisplayControls({ smaller, larger, readout, contrast }) {
   show();
 }
 
-/** Whether dictated numbers are shown in written form ("600 mg"); on unless the user turned it off. */
-export function writtenNumbersPreferred() {
-  return prefs.get("writtenNumbers", "on") !== "off";
+/**
+ * Whether numbers are shown in written form ("600 mg"). One preference per kind of page, remembered across
+ * visits: dictation ("writtenNumbers", on unless turned off) and meetings, the captions page and the
+ * meeting view ("writtenNumbersMeetings", off unless turned on), matching the exports' defaults.
+ */
+export function writtenNumbersPreferred(key = "writtenNumbers", fallback = "on") {
+  return prefs.get(key, fallback) !== "off";
 }
 
-/** Wire the "Written numbers" checkbox: it shows and remembers the preference; returns the current value. */
-export function bindWrittenNumbers(checkbox, onChange = () => {}) {
-  const on = writtenNumbersPreferred();
+/** Wire a "Written numbers" checkbox: it shows and remembers the preference; returns the current value. */
+export function bindWrittenNumbers(checkbox, onChange = () => {}, { key = "writtenNumbers", fallback = "on" } = {}) {
+  const on = writtenNumbersPreferred(key, fallback);
   checkbox.checked = on;
   checkbox.addEventListener("change", () => {
-    prefs.set("writtenNumbers", checkbox.checked ? "on" : "off");
+    prefs.set(key, checkbox.checked ? "on" : "off");
     onChange(checkbox.checked);
   });
   return on;
 }
+
+export const MEETING_WRITTEN = { key: "writtenNumbersMeetings", fallback: "off" };

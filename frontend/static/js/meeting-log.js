@@ -5,6 +5,7 @@
 
 import { clockTime, highlightTerms } from "./caption-view.js";
 import { h } from "./dom.js";
+import { toWritten } from "./written-form.js";
 
 const FOLLOW_SLACK_PX = 40;
 const STALE_PARTIAL_MS = 15_000; // a speaker whose stream vanished without a final stops looking "live"
@@ -148,7 +149,7 @@ export class MeetingLog {
       h("span", { class: "time", "aria-hidden": "true" }, clockTime(start).replace(/\.\d$/, "")),
       h("span", { class: "speaker" }, speakerName(final)),
       h("span", { class: "visually-hidden" }, ": "),
-      h("span", { class: "text" }, highlightTerms(final.text, final.matched_terms)),
+      h("span", { class: "text" }, highlightTerms(this.written ? toWritten(final.text, final.matched_terms || []) : final.text, final.matched_terms)),
     );
   }
 }

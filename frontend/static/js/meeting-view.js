@@ -2,7 +2,7 @@
 // every speaker's captions, read-only, over /ws/view (protocol "captions.view.v1", docs/protocol.md).
 
 import { api, describeError, me } from "./api.js";
-import { applyStoredDisplay, bindDisplayControls } from "./display-prefs.js";
+import { applyStoredDisplay, bindDisplayControls, bindWrittenNumbers, MEETING_WRITTEN } from "./display-prefs.js";
 import { byId, prefs } from "./dom.js";
 import { requireUser } from "./login.js";
 import { MeetingLog } from "./meeting-log.js";
@@ -92,6 +92,7 @@ function setup() {
   byId("status-group").hidden = false;
   page.log = new MeetingLog({ log: byId("caption-log"), partials: byId("partials"), jumpButton: byId("jump"), speak: speakLine });
   bindDisplayControls({ smaller: byId("font-smaller"), larger: byId("font-larger"), readout: byId("font-size"), contrast: byId("contrast") });
+  page.log.written = bindWrittenNumbers(byId("written-numbers"), (on) => (page.log.written = on), MEETING_WRITTEN);
   bindReadAloud(byId("announce"));
   byId("retry").addEventListener("click", () => {
     clearTimeout(page.timer);
