@@ -12,7 +12,8 @@ pytestmark = pytest.mark.browser
 ORIGIN = "http://client.localhost"
 TICKET = {"ticket": "t", "expires_in_s": 60, "meeting": {"id": 1}}
 
-SCENARIO = """(async () => {
+# A scripted in-page WebSocket (chunks recorded as [bytes, first sample]), the client module, and wait().
+PRELUDE = """
   const sockets = [];
   class FakeSocket {
     static CONNECTING = 0; static OPEN = 1; static CLOSING = 2; static CLOSED = 3;
@@ -32,9 +33,15 @@ SCENARIO = """(async () => {
   window.WebSocket = FakeSocket;
   const { CaptionsClient } = await import('/static/js/captions-client.js');
   const wait = async (predicate) => {
-    for (let i = 0; i < 200 && !predicate(); i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 300 && !predicate(); i++) await new Promise((r) => setTimeout(r, 10));
     if (!predicate()) throw new Error('timed out: ' + predicate);
   };
+"""
+
+SCENARIO = (
+    "(async () => {"
+    + PRELUDE
+    + """
   let spoken = 0;
   const chunk = () => new Int16Array(8960).fill(++spoken).buffer;  // chunk k (from 1) holds k
   const client = new CaptionsClient({ meetingId: 1, chunkS: 0.56, backoff: { initialMs: 10, maxMs: 20 } });
@@ -79,6 +86,7 @@ SCENARIO = """(async () => {
   await stopped;
   return seen;
 })()"""
+)
 
 
 def test_client_holds_audio_resumes_without_duplicates_and_stops(page: object) -> None:
@@ -127,26 +135,10 @@ def test_audio_ring_keeps_recent_audio_and_counts_what_it_loses(page: object) ->
     assert out["rebased"] == [0, 3, 0, [9, 10, 11]]
 
 
-CONFLICT = """(async () => {
-  const sockets = [];
-  class FakeSocket {
-    static CONNECTING = 0; static OPEN = 1; static CLOSING = 2; static CLOSED = 3;
-    constructor() {
-      Object.assign(this, { sent: [], readyState: 0, protocol: '', bufferedAmount: 0 });
-      sockets.push(this);
-    }
-    send(data) { if (typeof data === 'string') this.sent.push(JSON.parse(data)); }
-    close() { this.readyState = 3; }
-    open() { this.readyState = 1; this.protocol = 'captions.v1'; this.onopen(); }
-    say(message) { this.onmessage({ data: JSON.stringify(message) }); }
-    drop(code) { this.readyState = 3; this.onclose({ code, reason: '' }); }
-  }
-  window.WebSocket = FakeSocket;
-  const { CaptionsClient } = await import('/static/js/captions-client.js');
-  const wait = async (predicate) => {
-    for (let i = 0; i < 300 && !predicate(); i++) await new Promise((r) => setTimeout(r, 10));
-    if (!predicate()) throw new Error('timed out: ' + predicate);
-  };
+CONFLICT = (
+    "(async () => {"
+    + PRELUDE
+    + """
   const client = new CaptionsClient({ meetingId: 1, chunkS: 0.56, backoff: { initialMs: 10, maxMs: 20 } });
   const seen = { notices: [], states: [] };
   client.addEventListener('notice', (e) => seen.notices.push(e.detail.code || e.detail.text));
@@ -165,6 +157,7 @@ CONFLICT = """(async () => {
   seen.third = sockets[2].sent[0];
   return seen;
 })()"""
+)
 
 
 def test_a_resume_conflict_is_retried_quietly_with_the_same_session(page: object) -> None:

@@ -52,26 +52,13 @@ export function highlightTerms(text, matchedTerms) {
   return nodes;
 }
 
-export class CaptionView {
-  /**
-   * log: the role="log" element (a polite live region: screen readers hear each committed line; the
-   * partial tail is aria-hidden so it is never announced). speak(text): called with each committed line
-   * while `announce` is on (the page reads it aloud).
-   */
-  constructor({ log, jumpButton, speak = null }) {
+/** A role="log" element that keeps the newest line in view unless the reader scrolled up (then the
+ * "Jump to latest" button shows); the captions page's view and the meeting view share it. */
+export class FollowingLog {
+  constructor(log, jumpButton = null) {
     this.log = log;
-    this.speak = speak;
     this.jumpButton = jumpButton;
-    this.announce = false;
-    this.finals = [];
-    this.queue = [];
-    this.partial = { text: "", utterance: null };
-    this.partialDirty = false;
-    this.frame = 0;
     this.follow = true;
-    this.tail = h("p", { class: "partial empty", "aria-hidden": "true" });
-    this.placeholder = h("p", { class: "placeholder" }, "Captions appear here once you start.");
-    log.replaceChildren(this.placeholder, this.tail);
     log.addEventListener("scroll", () => this.onScroll(), { passive: true });
     if (jumpButton) jumpButton.addEventListener("click", () => this.jumpToLatest());
   }
@@ -86,6 +73,27 @@ export class CaptionView {
     this.follow = true;
     this.log.scrollTop = this.log.scrollHeight;
     if (this.jumpButton) this.jumpButton.hidden = true;
+  }
+}
+
+export class CaptionView extends FollowingLog {
+  /**
+   * log: the role="log" element (a polite live region: screen readers hear each committed line; the
+   * partial tail is aria-hidden so it is never announced). speak(text): called with each committed line
+   * while `announce` is on (the page reads it aloud).
+   */
+  constructor({ log, jumpButton, speak = null }) {
+    super(log, jumpButton);
+    this.speak = speak;
+    this.announce = false;
+    this.finals = [];
+    this.queue = [];
+    this.partial = { text: "", utterance: null };
+    this.partialDirty = false;
+    this.frame = 0;
+    this.tail = h("p", { class: "partial empty", "aria-hidden": "true" });
+    this.placeholder = h("p", { class: "placeholder" }, "Captions appear here once you start.");
+    log.replaceChildren(this.placeholder, this.tail);
   }
 
   /** A tentative text for `utterance`; a shorter prefix of what is shown is ignored (no flicker). */

@@ -11,9 +11,10 @@ import {
 import { CaptionView } from "./caption-view.js";
 import { CaptionsClient, chunkSamplesFor } from "./captions-client.js";
 import { applyStoredDisplay, bindDisplayControls, bindWrittenNumbers, MEETING_WRITTEN } from "./display-prefs.js";
-import { byId, downloadText, h, prefs } from "./dom.js";
+import { byId, downloadText, h } from "./dom.js";
 import { FORMATS, exportFilename } from "./export.js";
 import { requireUser } from "./login.js";
+import { bindReadAloud, speakLine } from "./read-aloud.js";
 
 const STATE_TEXT = {
   idle: "Not connected",
@@ -144,7 +145,7 @@ function setupCaptions() {
     readout: byId("font-size"),
     contrast: byId("contrast"),
   });
-  bindReadAloud(byId("announce"));
+  bindReadAloud(byId("announce"), page.view);
   bindExports();
   byId("follow").href = `/meeting?id=${encodeURIComponent(meeting.id)}`;
   byId("start").addEventListener("click", start);
@@ -163,34 +164,6 @@ function setupCaptions() {
   refreshMicrophones();
   addEventListener("beforeunload", (event) => {
     if (page.client && page.client.state === "live") event.preventDefault();
-  });
-}
-
-/** The browser's speech synthesis, or null where it has none (then "Read new lines aloud" is disabled). */
-function synthesis() {
-  return "speechSynthesis" in window && typeof SpeechSynthesisUtterance === "function" ? window.speechSynthesis : null;
-}
-
-function speakLine(text) {
-  const voice = synthesis();
-  if (!voice) return;
-  const utterance = new SpeechSynthesisUtterance(text);
-  utterance.lang = document.documentElement.lang || "en";
-  voice.speak(utterance);
-}
-
-function bindReadAloud(checkbox) {
-  if (!synthesis()) {
-    checkbox.disabled = true;
-    checkbox.closest("label").title = "This browser cannot read text aloud.";
-    return;
-  }
-  checkbox.checked = prefs.get("announce", "0") === "1";
-  page.view.announce = checkbox.checked;
-  checkbox.addEventListener("change", () => {
-    page.view.announce = checkbox.checked;
-    prefs.set("announce", checkbox.checked ? "1" : "0");
-    if (!checkbox.checked) synthesis().cancel();
   });
 }
 

@@ -3,11 +3,10 @@
 // partial in the same frame. Lines are kept in meeting-time order: a final that arrives late (from
 // another server, through the database) is inserted where it belongs.
 
-import { clockTime, highlightTerms } from "./caption-view.js";
+import { FollowingLog, clockTime, highlightTerms } from "./caption-view.js";
 import { h } from "./dom.js";
 import { toWritten } from "./written-form.js";
 
-const FOLLOW_SLACK_PX = 40;
 const STALE_PARTIAL_MS = 15_000; // a speaker whose stream vanished without a final stops looking "live"
 
 /** The speaker's name of a final or partial (the socket sends {user_id, name}, the export a string). */
@@ -33,38 +32,22 @@ export function compareFinals(a, b) {
   );
 }
 
-export class MeetingLog {
+export class MeetingLog extends FollowingLog {
   /**
    * log: the role="log" element (polite live region: committed lines are announced); partials: an
    * aria-hidden box under it for the tentative lines; speak(text): reads a new live line aloud while
    * `announce` is on.
    */
   constructor({ log, partials, jumpButton = null, speak = null }) {
-    this.log = log;
+    super(log, jumpButton);
     this.partialsBox = partials;
-    this.jumpButton = jumpButton;
     this.speak = speak;
     this.announce = false;
     this.finals = [];
     this.keys = new Set();
     this.partials = new Map(); // session_id -> {element, timer}
-    this.follow = true;
     this.placeholder = h("p", { class: "placeholder" }, "Captions of every speaker appear here.");
     log.replaceChildren(this.placeholder);
-    log.addEventListener("scroll", () => this.onScroll(), { passive: true });
-    if (jumpButton) jumpButton.addEventListener("click", () => this.jumpToLatest());
-  }
-
-  onScroll() {
-    const { scrollTop, scrollHeight, clientHeight } = this.log;
-    this.follow = scrollHeight - scrollTop - clientHeight <= FOLLOW_SLACK_PX;
-    if (this.jumpButton) this.jumpButton.hidden = this.follow;
-  }
-
-  jumpToLatest() {
-    this.follow = true;
-    this.log.scrollTop = this.log.scrollHeight;
-    if (this.jumpButton) this.jumpButton.hidden = true;
   }
 
   /** A committed line (history or live); a line already shown (same stream and number) is ignored. */

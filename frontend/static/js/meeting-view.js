@@ -3,8 +3,9 @@
 
 import { api, describeError, me } from "./api.js";
 import { applyStoredDisplay, bindDisplayControls, bindWrittenNumbers, MEETING_WRITTEN } from "./display-prefs.js";
-import { byId, prefs } from "./dom.js";
+import { byId } from "./dom.js";
 import { requireUser } from "./login.js";
+import { bindReadAloud, speakLine } from "./read-aloud.js";
 import { MeetingLog } from "./meeting-log.js";
 
 const SUBPROTOCOL = "captions.view.v1";
@@ -93,7 +94,7 @@ function setup() {
   page.log = new MeetingLog({ log: byId("caption-log"), partials: byId("partials"), jumpButton: byId("jump"), speak: speakLine });
   bindDisplayControls({ smaller: byId("font-smaller"), larger: byId("font-larger"), readout: byId("font-size"), contrast: byId("contrast") });
   page.log.written = bindWrittenNumbers(byId("written-numbers"), (on) => (page.log.written = on), MEETING_WRITTEN);
-  bindReadAloud(byId("announce"));
+  bindReadAloud(byId("announce"), page.log);
   byId("retry").addEventListener("click", () => {
     clearTimeout(page.timer);
     connect();
@@ -234,33 +235,6 @@ function retryLater() {
 function fail(text, code) {
   setConnection("failed");
   showError(text, code || "");
-}
-
-function synthesis() {
-  return "speechSynthesis" in window && typeof SpeechSynthesisUtterance === "function" ? window.speechSynthesis : null;
-}
-
-function speakLine(text) {
-  const voice = synthesis();
-  if (!voice) return;
-  const utterance = new SpeechSynthesisUtterance(text);
-  utterance.lang = document.documentElement.lang || "en";
-  voice.speak(utterance);
-}
-
-function bindReadAloud(checkbox) {
-  if (!synthesis()) {
-    checkbox.disabled = true;
-    checkbox.closest("label").title = "This browser cannot read text aloud.";
-    return;
-  }
-  checkbox.checked = prefs.get("announce", "0") === "1";
-  page.log.announce = checkbox.checked;
-  checkbox.addEventListener("change", () => {
-    page.log.announce = checkbox.checked;
-    prefs.set("announce", checkbox.checked ? "1" : "0");
-    if (!checkbox.checked) synthesis().cancel();
-  });
 }
 
 main().catch((err) => showError(describeError(err)));
