@@ -20,11 +20,10 @@ from sqlalchemy import select, update
 from backend import resume
 from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, utcnow
 from backend.db.session import Database, as_utc
+from backend.engine.types import SAMPLE_RATE_HZ
 from backend.security import new_token, token_hash
 
 __all__ = ["CaptionStore", "OpenedSession", "Superseded", "final_message", "restart_point"]
-
-SAMPLE_RATE = 16000
 
 
 class Superseded(Exception):
@@ -67,7 +66,7 @@ def restart_point(
     if audio_s is not None:
         floor_s = max(buffered_from_s if buffered_from_s is not None else 0.0, audio_s - max_resend_s)
         point = min(max(point, floor_s), audio_s)
-    return round(max(0.0, point) * SAMPLE_RATE) / SAMPLE_RATE
+    return round(max(0.0, point) * SAMPLE_RATE_HZ) / SAMPLE_RATE_HZ
 
 
 class CaptionStore:

@@ -26,13 +26,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.typing import Origin, Subprotocol
 
-from loadtest.audio import AudioLoop
+from loadtest.audio import SAMPLE_RATE_HZ, AudioLoop
 
 SUBPROTOCOL = "captions.v1"
 READY_TIMEOUT_S = 60.0
 RESUME_RETRY_S = 1.0  # back-off after a 503 on a resume handshake
 RESEND_S = 30.0  # audio kept for sending again after a resume, as the page does
-SAMPLE_RATE = 16000
 FINAL_CLOSE = (1000, 1008, 1009)  # close codes after which the page does not reconnect
 TicketSource = Callable[[int], Awaitable[str]]
 
@@ -145,8 +144,8 @@ class StreamingClient:
             return 0, 0
         chunk = self.audio.chunk_samples
         now = min(time.monotonic(), self.plan.stop_at)
-        captured = int((now - self._audio_t0) * SAMPLE_RATE) // chunk * chunk
-        return captured, max(0, captured - int(RESEND_S * SAMPLE_RATE))
+        captured = int((now - self._audio_t0) * SAMPLE_RATE_HZ) // chunk * chunk
+        return captured, max(0, captured - int(RESEND_S * SAMPLE_RATE_HZ))
 
     async def _connection(self) -> str:
         """One WebSocket connection: ticket, handshake, start, stream; says how it ended."""
@@ -203,7 +202,7 @@ class StreamingClient:
         start: dict[str, Any] = {"type": "start", "chunk_s": self.plan.chunk_s}
         if self._resume_token is not None:
             start |= {"resume_token": self._resume_token, "last_seq": self.result.last_seq}
-        start |= {"audio_s": captured / SAMPLE_RATE, "buffered_from_s": oldest / SAMPLE_RATE}
+        start |= {"audio_s": captured / SAMPLE_RATE_HZ, "buffered_from_s": oldest / SAMPLE_RATE_HZ}
         try:
             await ws.send(json.dumps(start))
             ready = json.loads(await asyncio.wait_for(ws.recv(), READY_TIMEOUT_S))
@@ -219,7 +218,7 @@ class StreamingClient:
         gap = ready.get("not_captioned")
         if gap:
             self.result.not_captioned_s += float(gap["to_s"]) - float(gap["from_s"])
-        return round(float(ready.get("resume_from_s", captured / SAMPLE_RATE)) * SAMPLE_RATE)
+        return round(float(ready.get("resume_from_s", captured / SAMPLE_RATE_HZ)) * SAMPLE_RATE_HZ)
 
     async def _stream(self, conn: _Connection, receiver: asyncio.Task[None], position: int) -> str:
         """Send chunks from sample ``position`` on the real-time schedule (what is already due at once)
@@ -229,7 +228,7 @@ class StreamingClient:
             self._audio_t0 = time.monotonic()
         first_sample = plan.first_chunk * chunk
         while True:
-            due = self._audio_t0 + (position + chunk) / SAMPLE_RATE
+            due = self._audio_t0 + (position + chunk) / SAMPLE_RATE_HZ
             if due > plan.stop_at:
                 return await self._stop(conn, receiver)
             if plan.drop_at is not None and due > plan.drop_at and not self.result.dropped:
@@ -312,10 +311,10 @@ class StreamingClient:
         if not conn.measure or "audio_s" not in message:
             return
         audio_s = float(message["audio_s"])
-        sent_at = conn.send_times.get(round(audio_s * SAMPLE_RATE))
+        sent_at = conn.send_times.get(round(audio_s * SAMPLE_RATE_HZ))
         if sent_at is None:
             self.result.errors.append("unmatched_audio_s")
             return
         into.append((now - sent_at) * 1000.0)
-        ack_lag_s = conn.sent_samples / SAMPLE_RATE - audio_s
+        ack_lag_s = conn.sent_samples / SAMPLE_RATE_HZ - audio_s
         self.result.max_ack_lag_s = max(self.result.max_ack_lag_s, ack_lag_s)
