@@ -11,6 +11,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -22,6 +23,7 @@ from backend.api.errors import ApiError, api_error_handler, engine_unavailable_h
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.engine.contract import CaptionEngine
+from backend.http_limits import BodyCaps, BodyLimit
 from backend.logs import configure_logging, get_logger
 from backend.security import LoginRateLimiter, SessionCodec
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
@@ -186,6 +188,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
     return Starlette(
         routes=routes,
         lifespan=lifespan,
+        middleware=[Middleware(BodyLimit, caps=BodyCaps.from_settings(settings))],
         exception_handlers={
             ApiError: api_error_handler,
             HTTPException: http_error_handler,

@@ -130,6 +130,24 @@ class Settings(BaseSettings):
     max_json_depth: int = Field(
         32, ge=4, le=256, description="Deepest nesting of arrays and objects accepted in client JSON."
     )
+    max_body_bytes: int = Field(
+        65536,
+        ge=1024,
+        description="Largest request body of a route not named below, bytes; a larger one is refused with "
+        "413 while it is read (a declared Content-Length at once, a chunked body as it arrives).",
+    )
+    max_anonymous_body_bytes: int = Field(
+        8192,
+        ge=1024,
+        description="Largest request body of the routes that need no login (login, invite check and accept, "
+        "opening a viewer link), bytes.",
+    )
+    max_upload_body_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=65536,
+        description="Largest request body of a vocabulary's bulk term list or import, bytes (dictation notes "
+        "have their own cap: 100,000 characters).",
+    )
     login_window_s: float = Field(300.0, gt=0, description="Window of the login failure limit, seconds.")
     ticket_ttl_s: int = Field(60, ge=5, le=60, description="WebSocket ticket lifetime, seconds (<= 60).")
     resume_ttl_s: int = Field(900, ge=10, description="How long a session can be resumed, seconds.")

@@ -428,6 +428,39 @@ def test_nginx_terminates_tls_with_the_mounted_certificates(compose: dict[str, A
     assert "./deploy/nginx/nginx.conf:/etc/nginx/nginx.conf:ro" in mounts
 
 
+def _nginx_locations() -> dict[str, list[str]]:
+    """Each ``location`` of the TLS server: its directives."""
+    text = re.sub(r"#[^\n]*", "", NGINX_CONF.read_text())
+    found = re.findall(r"location\s+([^{]+?)\s*\{([^}]*)\}", text)
+    return {where: [" ".join(d.split()) for d in body.split(";") if d.strip()] for where, body in found}
+
+
+def _nginx_bytes(value: str) -> int:
+    units = {"k": 1024, "m": 1024 * 1024}
+    return int(value[:-1]) * units[value[-1]] if value[-1] in units else int(value)
+
+
+def test_nginx_body_caps_match_the_apps(tmp_path: Path) -> None:
+    """nginx refuses what the app would refuse, never less (the app's 413 is typed JSON)."""
+    from backend.api.drafts import MAX_DRAFT_BODY_BYTES
+
+    settings = Settings(data_dir=tmp_path)
+    directives = _nginx_directives()
+    (server_wide,) = [d for d in directives if d.startswith("client_max_body_size ") and d.endswith("64k")]
+    assert _nginx_bytes(server_wide.split()[1]) == settings.max_body_bytes
+    anonymous = "~ ^/api/(auth/login|invites/check|invites/accept|viewer-links/open)$"
+    expected = {
+        anonymous: settings.max_anonymous_body_bytes,
+        "~ ^/api/vocabularies/[0-9]+/(terms|import)$": settings.max_upload_body_bytes,
+        "~ ^/api/drafts/[0-9]+$": MAX_DRAFT_BODY_BYTES,
+    }
+    locations = _nginx_locations()
+    for where, app_bytes in expected.items():
+        (cap,) = [d.split()[1] for d in locations[where] if d.startswith("client_max_body_size ")]
+        assert app_bytes <= _nginx_bytes(cap) < app_bytes + 2048, where
+        assert "proxy_pass http://$captions_upstream" in locations[where], where
+
+
 def _nginx_version(binary: str) -> tuple[int, ...]:
     result = subprocess.run([binary, "-v"], capture_output=True, text=True, check=False)
     match = re.search(r"nginx/(\d+)\.(\d+)\.(\d+)", result.stderr + result.stdout)

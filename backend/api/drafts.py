@@ -20,7 +20,8 @@ from backend.db.session import as_utc
 MAX_DRAFT_CHARS = 100_000
 """Longest note kept (characters): some fifty pages of dictation; a longer one is refused, not cut."""
 MAX_DRAFT_BODY_BYTES = 4 * MAX_DRAFT_CHARS + 4096
-"""Largest PUT body read (bytes): the longest note in 4-byte UTF-8 characters plus the JSON around it."""
+"""Largest PUT body read (bytes): the longest note in 4-byte UTF-8 characters plus the JSON around it; a
+larger body is refused while it arrives (``backend.http_limits``)."""
 LIST_LIMIT = 20
 """Drafts listed by ``GET /api/drafts`` (the latest first)."""
 
@@ -95,9 +96,6 @@ async def put_draft(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     meeting_id = path_int(request, "meeting_id")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_DRAFT_BODY_BYTES:
-        raise _too_large()
     text = field(await json_body(request), "text", str)
     if len(text) > MAX_DRAFT_CHARS:
         raise _too_large()

@@ -26,12 +26,17 @@ def not_found(what: str) -> ApiError:
     return ApiError(404, "not_found", f"{what} not found")
 
 
-async def api_error_handler(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ApiError)  # noqa: S101 - registered for ApiError only
+def error_response(exc: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    """``{"error": {"code", "message", "errors"?}}`` with the error's status."""
     body: dict[str, Any] = {"code": exc.code, "message": exc.message}
     if exc.errors is not None:
         body["errors"] = exc.errors
-    return JSONResponse({"error": body}, status_code=exc.status)
+    return JSONResponse({"error": body}, status_code=exc.status, headers=headers)
+
+
+async def api_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)  # noqa: S101 - registered for ApiError only
+    return error_response(exc)
 
 
 async def http_error_handler(_request: Request, exc: Exception) -> JSONResponse:

@@ -1,0 +1,102 @@
+"""Limits on HTTP requests, as plain ASGI middleware: what a request body may weigh, per route.
+
+A body is refused with a typed 413 before it is buffered: at once when its declared ``Content-Length`` is
+over the route's cap, and as it arrives otherwise (a chunked body is counted chunk by chunk; the read that
+crosses the cap raises instead of handing the bytes on). So a request never holds more than its route's cap
+in memory, whoever sends it: an anonymous 256 MB login body costs the server nothing (issue 36).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from backend.api.drafts import MAX_DRAFT_BODY_BYTES
+from backend.api.errors import ApiError, error_response
+from backend.config import Settings
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+ANONYMOUS_ROUTES = frozenset(
+    {"/api/auth/login", "/api/invites/check", "/api/invites/accept", "/api/viewer-links/open"}
+)
+"""The routes that need no login: their bodies are a token or a username and password."""
+UPLOAD_ROUTES = re.compile(r"/api/vocabularies/\d+/(?:terms|import)")
+DRAFT_ROUTES = re.compile(r"/api/drafts/\d+")
+
+
+@dataclass(frozen=True)
+class BodyCaps:
+    """The largest body each kind of route accepts, bytes."""
+
+    default_bytes: int
+    anonymous_bytes: int
+    upload_bytes: int
+    draft_bytes: int = MAX_DRAFT_BODY_BYTES
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BodyCaps:
+        return cls(settings.max_body_bytes, settings.max_anonymous_body_bytes, settings.max_upload_body_bytes)
+
+    def for_path(self, path: str) -> int:
+        """The cap of the route at ``path``."""
+        if path in ANONYMOUS_ROUTES:
+            return self.anonymous_bytes
+        if UPLOAD_ROUTES.fullmatch(path):
+            return self.upload_bytes
+        if DRAFT_ROUTES.fullmatch(path):
+            return self.draft_bytes
+        return self.default_bytes
+
+
+def too_large(max_bytes: int) -> ApiError:
+    """The typed 413 of a body over ``max_bytes``."""
+    return ApiError(
+        413,
+        "too_large",
+        f"request body over {max_bytes:,} bytes",
+        [{"field": "body", "reason": "too long", "max_bytes": max_bytes}],
+    )
+
+
+def _declared_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
+class BodyLimit:
+    """Refuses a request body over its route's cap (``BodyCaps``) with 413 ``too_large``."""
+
+    def __init__(self, app: ASGIApp, caps: BodyCaps) -> None:
+        self.app = app
+        self.caps = caps
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        cap = self.caps.for_path(scope["path"])
+        declared = _declared_length(scope)
+        if declared is not None and declared > cap:
+            await error_response(too_large(cap))(scope, receive, send)  # uvicorn discards the body
+            return
+        received = 0
+
+        async def capped_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > cap:
+                    raise too_large(cap)  # rendered by the app's ApiError handler
+            return message
+
+        await self.app(scope, capped_receive, send)
