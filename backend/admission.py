@@ -7,7 +7,8 @@ ended it. The caps therefore count sockets that are streaming or about to, not o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import CursorResult, select, update
@@ -92,6 +93,7 @@ class ViewerAdmission:
     meeting_id: int
     user_id: int | None = None
     link_id: int | None = None
+    client: str = "-"
 
 
 class LinkRefused(Exception):
@@ -102,9 +104,19 @@ class LinkRefused(Exception):
         self.code = code
 
 
+VIEWER_LIMITS = {
+    "replica": "this server has as many meeting viewers as it can take",
+    "link": "this view-only link is open in as many places as it may be",
+    "client": "too many meeting views are open from your address",
+}
+
+
 async def admit_viewer(websocket: WebSocket, svc: Services) -> ViewerAdmission | None:
-    """Handshake checks of ``/ws/view``: origin (403), a ticket or a viewer link (403), viewer capacity
-    (503). None = rejected. Viewers hold no speaking slot."""
+    """Handshake checks of ``/ws/view``: origin (403), a ticket or a viewer link (403), draining (503), then
+    a viewer slot (per replica, per link, per client address: accepted only to say which cap refused it,
+    ``error`` ``too_many_viewers`` + 1013). None = rejected. Viewers hold no speaking slot.
+
+    On success the caller holds a viewer slot and must ``svc.hub.viewer_slots.release(link_id, client)``."""
     origin = websocket.headers.get("origin")
     if origin not in svc.settings.allowed_origins:
         log.warning("view_rejected", reason="origin", origin=origin)
@@ -126,11 +138,30 @@ async def admit_viewer(websocket: WebSocket, svc: Services) -> ViewerAdmission |
         log.warning("view_rejected", reason="credentials")
         await websocket.close(code=1008)
         return None
-    if svc.hub.draining or not svc.hub.feed.has_room():
-        log.warning("view_rejected", reason="capacity")
+    if svc.hub.draining:
+        log.warning("view_rejected", reason="draining")
         await websocket.send_denial_response(Response("busy", status_code=503))
         return None
-    return admission
+    client = websocket.client.host if websocket.client else "-"
+    settings = svc.settings
+    caps = (settings.max_viewers, settings.max_viewers_per_link, settings.max_viewers_per_client)
+    refused = svc.hub.viewer_slots.try_take(admission.link_id, client, caps)
+    if refused is not None:
+        await _refuse_viewer(websocket, svc, refused)
+        return None
+    return replace(admission, client=client)
+
+
+async def _refuse_viewer(websocket: WebSocket, svc: Services, limit: str) -> None:
+    """Tell a viewer which cap refused it (a browser sees no handshake status), then close 1013."""
+    log.warning("view_rejected", reason="capacity", limit=limit)
+    svc.metrics.rejected_sessions.labels(reason=f"viewers_{limit}").inc()
+    await websocket.accept(subprotocol=VIEW_SUBPROTOCOL)
+    message = VIEWER_LIMITS[limit] + "; try again later"
+    await websocket.send_text(
+        json.dumps({"type": "error", "code": "too_many_viewers", "limit": limit, "message": message})
+    )
+    await websocket.close(code=1013, reason="too many viewers")
 
 
 LINK_LAST_USED_STEP_S = 60.0

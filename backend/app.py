@@ -23,7 +23,7 @@ from backend.api.errors import ApiError, api_error_handler, engine_unavailable_h
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.engine.contract import CaptionEngine
-from backend.http_limits import BodyCaps, BodyLimit
+from backend.http_limits import BodyCaps, BodyLimit, RequestConcurrency
 from backend.logs import configure_logging, get_logger
 from backend.security import LoginRateLimiter, SessionCodec
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
@@ -188,7 +188,10 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(BodyLimit, caps=BodyCaps.from_settings(settings))],
+        middleware=[
+            Middleware(RequestConcurrency, max_requests=settings.max_http_requests),
+            Middleware(BodyLimit, caps=BodyCaps.from_settings(settings)),
+        ],
         exception_handlers={
             ApiError: api_error_handler,
             HTTPException: http_error_handler,

@@ -153,6 +153,24 @@ class Settings(BaseSettings):
     resume_ttl_s: int = Field(900, ge=10, description="How long a session can be resumed, seconds.")
     max_sessions: int = Field(64, ge=1, description="Live streaming sessions on this replica (capacity cap).")
     max_sessions_per_user: int = Field(4, ge=1, description="Live streaming sessions per user.")
+    max_viewers: int = Field(
+        1000, ge=1, description="Meeting-view sockets (/ws/view) on this replica; beyond, a typed close 1013."
+    )
+    max_viewers_per_link: int = Field(
+        250, ge=1, description="Meeting-view sockets opened with one view-only link, on this replica."
+    )
+    max_viewers_per_client: int = Field(
+        50,
+        ge=1,
+        description="Meeting-view sockets from one client address on this replica (an office or a NAT may "
+        "share one).",
+    )
+    max_http_requests: int = Field(
+        100,
+        ge=1,
+        description="HTTP requests handled at once, /healthz and /readyz aside (they are never refused); "
+        "beyond, 503 busy. WebSockets do not count: they have their own caps.",
+    )
     idle_timeout_s: float = Field(30.0, gt=0, description="Close a session with no audio/keepalive, seconds.")
     max_session_s: float = Field(4 * 3600, gt=0, description="Longest streaming session, seconds.")
     max_audio_rate: float = Field(1.5, ge=1.0, description="Sustained audio rate allowed, x real time.")

@@ -1,4 +1,10 @@
-"""Limits on HTTP requests, as plain ASGI middleware: what a request body may weigh, per route.
+"""Limits on HTTP requests, as plain ASGI middleware: how many are handled at once, and what a request body
+may weigh, per route.
+
+uvicorn's own ``limit_concurrency`` counts open connections, WebSockets included, and answers every HTTP
+request 503 beyond it, the health probes too. So it is only a backstop (``backend.server``); the app counts
+HTTP requests itself (``RequestConcurrency``), never counts or refuses ``/healthz`` and ``/readyz``, and caps
+WebSockets at their handshakes (``backend.admission``).
 
 A body is refused with a typed 413 before it is buffered: at once when its declared ``Content-Length`` is
 over the route's cap, and as it arrives otherwise (a chunked body is counted chunk by chunk; the read that
@@ -29,6 +35,8 @@ ANONYMOUS_ROUTES = frozenset(
 """The routes that need no login: their bodies are a token or a username and password."""
 UPLOAD_ROUTES = re.compile(r"/api/vocabularies/\d+/(?:terms|import)")
 DRAFT_ROUTES = re.compile(r"/api/drafts/\d+")
+PROBES = frozenset({"/healthz", "/readyz"})
+"""Liveness and readiness: an orchestrator restarts a replica whose probe fails, so they never wait."""
 
 
 @dataclass(frozen=True)
@@ -100,3 +108,27 @@ class BodyLimit:
             return message
 
         await self.app(scope, capped_receive, send)
+
+
+class RequestConcurrency:
+    """At most ``max_requests`` HTTP requests in the app at once; beyond, 503 ``busy`` with ``Retry-After``.
+    The probes are never counted nor refused. ``active`` is event-loop only."""
+
+    def __init__(self, app: ASGIApp, max_requests: int) -> None:
+        self.app = app
+        self.max_requests = max_requests
+        self.active = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PROBES:
+            await self.app(scope, receive, send)
+            return
+        if self.active >= self.max_requests:
+            busy = ApiError(503, "busy", "too many requests at once; retry in a moment")
+            await error_response(busy, {"retry-after": "1"})(scope, receive, send)
+            return
+        self.active += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1

@@ -66,6 +66,44 @@ class SessionSlots:
             del self.per_user[user_id]
 
 
+@dataclass
+class ViewerSlots:
+    """Meeting-view sockets held on this replica: in total, per view-only link and per client address
+    (event-loop thread only). Taken at the handshake, in the same step as the check, and given back when the
+    socket's handler returns, like ``SessionSlots``."""
+
+    total: int = 0
+    per_link: Counter[int] = field(default_factory=Counter)
+    per_client: Counter[str] = field(default_factory=Counter)
+
+    def try_take(self, link_id: int | None, client: str, caps: tuple[int, int, int]) -> str | None:
+        """Take a slot unless a cap is reached: None when taken, else the cap that refused ("replica",
+        "link" or "client"). ``caps``: (per replica, per link, per client address)."""
+        per_replica, per_link, per_client = caps
+        if self.total >= per_replica:
+            return "replica"
+        if link_id is not None and self.per_link[link_id] >= per_link:
+            return "link"
+        if self.per_client[client] >= per_client:
+            return "client"
+        self.total += 1
+        self.per_client[client] += 1
+        if link_id is not None:
+            self.per_link[link_id] += 1
+        return None
+
+    def release(self, link_id: int | None, client: str) -> None:
+        """Give back a slot taken by ``try_take``."""
+        self.total -= 1
+        self.per_client[client] -= 1
+        if self.per_client[client] <= 0:
+            del self.per_client[client]
+        if link_id is not None:
+            self.per_link[link_id] -= 1
+            if self.per_link[link_id] <= 0:
+                del self.per_link[link_id]
+
+
 class LiveSession(Protocol):
     """What the hub and the live-sessions API need of a streaming session (``backend.ws.CaptionSession``)."""
 
@@ -119,7 +157,8 @@ class LiveHub:
 
     ``_locks`` serialises opening/re-compiling one meeting so two streams joining at once share one
     compile; ``sessions`` holds every streaming session (for lag, /api/live and drain); ``slots`` counts
-    admitted sockets for the capacity caps (``backend.admission``); ``resumes`` the resumes in progress.
+    admitted sockets for the capacity caps (``backend.admission``), ``viewer_slots`` the meeting-view sockets;
+    ``resumes`` the resumes in progress.
     """
 
     def __init__(
@@ -132,6 +171,7 @@ class LiveHub:
         self.sessions: dict[str, LiveSession] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self.slots = SessionSlots()
+        self.viewer_slots = ViewerSlots()
         self.resumes = ResumesInProgress()
         self.draining = False
         self.feed = MeetingFeed(db)  # the meeting view's fan-out (backend.viewer_ws)

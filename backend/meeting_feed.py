@@ -37,8 +37,6 @@ POLL_S = 1.5
 VIEWER_QUEUE_MAX = 256
 """Events one viewer may have waiting; partials are skipped from half of it, a final beyond it drops the
 viewer."""
-MAX_VIEWERS = 1000
-"""Viewer sockets on one replica (each holds one queue and, per meeting, shares one poller)."""
 ENDED_GRACE_S = 10.0
 """After a meeting ends, how long viewers wait for streams that never recorded their end (a crashed
 replica) before they are told it ended."""
@@ -164,20 +162,15 @@ class MeetingFeed:
         db: Database,
         poll_s: float = POLL_S,
         max_queued: int = VIEWER_QUEUE_MAX,
-        max_viewers: int = MAX_VIEWERS,
     ) -> None:
         self._db = db
         self.poll_s = poll_s
         self.max_queued = max_queued
-        self.max_viewers = max_viewers
         self.channels: dict[int, Channel] = {}
 
     @property
     def viewers(self) -> int:
         return sum(len(c.viewers) for c in self.channels.values())
-
-    def has_room(self) -> bool:
-        return self.viewers < self.max_viewers
 
     # ----- publishing (from caption sessions; never waits) -------------------------------------------------
     def publish_partial(self, session: Speaking, text: str) -> None:

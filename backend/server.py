@@ -32,6 +32,15 @@ def trusted_proxies(settings: Settings) -> list[str]:
     return [part.strip() for part in settings.trusted_proxies.split(",") if part.strip()]
 
 
+def connection_backstop(settings: Settings) -> int:
+    """uvicorn's ``limit_concurrency``, a backstop only: uvicorn counts every open connection against it,
+    WebSockets included, and beyond it answers every HTTP request 503 (/healthz too) while it never refuses
+    an upgrade. So it holds every socket our caps admit (speaking and viewer slots), the HTTP requests they
+    admit, and room for idle keep-alive connections (issue 36: 354 viewers used to starve HTTP)."""
+    sockets = settings.max_sessions + settings.max_viewers
+    return sockets + 4 * settings.max_http_requests + 100
+
+
 def server_config(app: Starlette, settings: Settings, host: str, port: int) -> uvicorn.Config:
     """uvicorn settings required by docs/reliability.md (frame limit, no deflate, pings)."""
     return uvicorn.Config(
@@ -45,7 +54,7 @@ def server_config(app: Starlette, settings: Settings, host: str, port: int) -> u
         ws_ping_timeout=20.0,
         log_level=settings.log_level,
         timeout_graceful_shutdown=int(settings.drain_timeout_s) + 5,
-        limit_concurrency=settings.max_sessions * 4 + 100,
+        limit_concurrency=connection_backstop(settings),
         # Forwarded headers only from the proxies the operator named (uvicorn alone trusts 127.0.0.1).
         proxy_headers=bool(trusted_proxies(settings)),
         forwarded_allow_ips=trusted_proxies(settings) or None,

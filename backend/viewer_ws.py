@@ -213,4 +213,7 @@ async def viewer_endpoint(websocket: WebSocket) -> None:
     admission = await admit_viewer(websocket, svc)
     if admission is None:
         return
-    await MeetingViewerSocket(websocket, svc, admission).run()
+    try:
+        await MeetingViewerSocket(websocket, svc, admission).run()
+    finally:
+        svc.hub.viewer_slots.release(admission.link_id, admission.client)

@@ -461,6 +461,14 @@ def test_nginx_body_caps_match_the_apps(tmp_path: Path) -> None:
         assert "proxy_pass http://$captions_upstream" in locations[where], where
 
 
+def test_nginx_caps_meeting_views_per_address_as_the_app_does(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert "limit_conn_zone $binary_remote_addr zone=viewers_per_address:10m" in _nginx_directives()
+    view = _nginx_locations()["= /ws/view"]
+    assert f"limit_conn viewers_per_address {settings.max_viewers_per_client}" in view
+    assert "proxy_pass http://$captions_upstream" in view
+
+
 def _nginx_version(binary: str) -> tuple[int, ...]:
     result = subprocess.run([binary, "-v"], capture_output=True, text=True, check=False)
     match = re.search(r"nginx/(\d+)\.(\d+)\.(\d+)", result.stderr + result.stdout)

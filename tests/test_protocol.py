@@ -398,7 +398,9 @@ def test_uvicorn_is_configured_as_reliability_requires(tmp_path: Path) -> None:
     assert config.ws_max_size == 65536
     assert config.ws_per_message_deflate is False
     assert (config.ws_ping_interval, config.ws_ping_timeout) == (20.0, 20.0)
+    sockets = settings.max_sessions + settings.max_viewers  # uvicorn counts them; it must not starve HTTP
     assert config.limit_concurrency is not None
+    assert config.limit_concurrency >= sockets + 2 * settings.max_http_requests
     assert config.timeout_graceful_shutdown > settings.drain_timeout_s
 
 
