@@ -95,6 +95,12 @@ class CaptionSession:
         backlog a resumed client sent again is excused until the stream has caught up once."""
         return max(0.0, self.lag_s - self.resend_s) if self._catching_up else self.lag_s
 
+    def _caught_up(self) -> bool:
+        """A resumed client's backlog is decoded and the stream has caught up with what arrived since.
+        Caught up alone is not enough: over a real link the first backlog chunk is decoded before the rest
+        arrives, and the rest would then count as lag (issue 36 item 3)."""
+        return self._catching_up and self.decoded_s >= self.resend_s - 1e-6 and self.lag_s <= self.chunk_s
+
     async def run(self) -> None:
         """Accept, read ``start``, stream until stop/close/drain; always release what it holds.
 
@@ -322,7 +328,7 @@ class CaptionSession:
                         raise RuntimeError("audio queued for a session without a stream")
                     result = await self._stream.push(payload)
                     self.decoded_s += self.chunk_s
-                    if self._catching_up and self.lag_s <= self.chunk_s:
+                    if self._caught_up():
                         self._catching_up = False  # from now on any lag counts
                     await self._deliver(result)
                     if self.overdue_s >= self.svc.settings.lag_busy_s:
