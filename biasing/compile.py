@@ -51,6 +51,17 @@ def scored_token_lengths(pieces: Sequence[str], index: SpanIndex | None = None) 
     return lengths
 
 
+def continues_word(surface: str) -> bool:
+    """True when a label with this surface goes on spelling the word before it: it does not start a word
+    (no ``▁``) and starts with a letter or digit. Punctuation and apostrophes ("'s") end a word."""
+    return bool(surface) and not surface.startswith(WORD_BOUNDARY) and surface[0].isalnum()
+
+
+def label_continuations(surfaces: Sequence[str]) -> np.ndarray:
+    """``continues_word`` of every label."""
+    return np.fromiter((continues_word(s) for s in surfaces), dtype=bool, count=len(surfaces))
+
+
 def within_token_shares(num_chars: int, tau: float) -> np.ndarray:
     """Cumulative share of a token's score after each of its characters: cumsum of
     ``exp((i+1)^tau) / sum_j exp((j+1)^tau)``; exactly 1.0 at the token's last character."""
@@ -162,10 +173,12 @@ def _assemble(
     arcs: tuple[list[int], list[int], list[int]],
     root_targets: np.ndarray,
     potential: np.ndarray,
-    backoff_weight: np.ndarray,
-    fail: np.ndarray,
+    backoff: tuple[np.ndarray, np.ndarray, np.ndarray],
+    continuations: np.ndarray,
     params: GraphParams,
 ) -> BoostingGraph:
+    """The arrays of a graph; ``backoff`` is (fail links, back-off weights, word-end refunds)."""
+    fail, backoff_weight, refund = backoff
     vocab_size = root_targets.shape[0]
     depth = np.asarray(trie.depth, dtype=np.int64)
     is_end = np.asarray(trie.is_end, dtype=bool)
@@ -195,6 +208,8 @@ def _assemble(
         final_weight=np.where(is_end, params.final_eos_score, 0.0).astype(np.float32),
         potential=potential.astype(np.float32),
         is_end=is_end,
+        word_end_refund=np.maximum(refund, 0.0).astype(np.float32),
+        label_continues_word=continuations,
     )
 
 
@@ -252,16 +267,17 @@ def _root_targets_chars(trie: _Trie, adapter: GraphTokenizer, single_chars_only:
 
 def _bank_inner_matches(
     levels: list[np.ndarray],
-    parent: np.ndarray,
-    depth: np.ndarray,
-    is_end: np.ndarray,
+    trie_arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     fail: np.ndarray,
     potential: np.ndarray,
-    banked: np.ndarray,
+    banked: tuple[np.ndarray, np.ndarray],
 ) -> None:
-    """Raise ``banked[s]`` to the best phrase completed strictly inside ``s`` (not only as its prefix) and not
-    lying wholly in the suffix ``fail[s]``, which keeps scoring it after the back-off (e.g. "york" inside a
-    failed "new york times"). Only states below such an inner match need the walk."""
+    """Raise ``banked``'s (banked, closed)[s] to the best phrase completed strictly inside ``s`` (not only as
+    its prefix), followed in s's chain by a word boundary, and not lying wholly in the suffix ``fail[s]``,
+    which keeps scoring it after the back-off (e.g. "york" inside a failed "new york times"). Only states
+    below such an inner match need the walk. ``trie_arrays``: (parent, depth, is_end, boundary symbol)."""
+    parent, depth, is_end, boundary = trie_arrays
+    banked_all, closed = banked
     out_link = np.zeros_like(fail)  # nearest complete phrase among the proper suffixes (0: none)
     below_match = np.zeros(fail.shape, dtype=bool)
     for level in levels:
@@ -270,15 +286,16 @@ def _bank_inner_matches(
         below_match[level] = below_match[parent[level]] | (out_link[level] != 0)
     for state in np.flatnonzero(below_match).tolist():
         limit = depth[state] - depth[fail[state]]
-        best, node = banked[state], state
-        while node != 0:
-            match = out_link[node]
+        best, node, after = closed[state], parent[state], state  # ``after``: the node following ``node``
+        while node != 0:  # phrases ending at ``state`` itself lie in fail[state]: never banked here
+            match = out_link[node] if boundary[after] else 0
             while match != 0:
                 if depth[node] - depth[match] < limit:
                     best = max(best, potential[match])
                 match = out_link[match]
-            node = parent[node]
-        banked[state] = best
+            after, node = node, parent[node]
+        closed[state] = best
+        banked_all[state] = max(banked_all[state], best)
 
 
 def _max_per_node(num_states: int, nodes: list[int], values: np.ndarray) -> np.ndarray:
@@ -324,17 +341,26 @@ def _compile_variative(terms: Sequence[Term], adapter: GraphTokenizer, params: G
     depth = np.asarray(trie.depth, dtype=np.int64)
     parent = np.asarray(trie.parent, dtype=np.int64)
     is_end = np.asarray(trie.is_end, dtype=bool)
-    banked = np.zeros_like(potential)
+    boundary = np.asarray([not (isinstance(c, str) and c.isalnum()) for c in trie.symbol], dtype=bool)
+    banked = np.zeros_like(potential)  # what leaving a state keeps when the next label starts a word
+    closed = np.zeros_like(potential)  # ... and when it goes on spelling the word (the phrase ends earlier)
     levels = _depth_levels(depth) if len(depth) > 1 else []
     for level in levels:  # shared prefixes take the max over their phrases; never decreasing along a path
-        potential[level] = np.maximum(potential[level], potential[parent[level]])
-        banked[level] = np.where(is_end[level], potential[level], banked[parent[level]])
+        up = parent[level]
+        potential[level] = np.maximum(potential[level], potential[up])
+        closed[level] = np.where(boundary[level], banked[up], closed[up])
+        banked[level] = np.where(is_end[level], potential[level], closed[level])
     fail = trie.suffix_links(np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64))
-    _bank_inner_matches(levels, parent, depth, is_end, fail, potential, banked)
+    _bank_inner_matches(levels, (parent, depth, is_end, boundary), fail, potential, (banked, closed))
     backoff_weight = potential[fail] - potential + banked
     backoff_weight[0] = 0.0
+    refund = banked - closed
+    refund[0] = 0.0
     root_targets = _root_targets_chars(trie, adapter, single_chars_only)
-    return _assemble(trie, arcs, root_targets, potential, backoff_weight, fail, params)
+    continuations = label_continuations(adapter.surfaces)
+    return _assemble(
+        trie, arcs, root_targets, potential, (fail, backoff_weight, refund), continuations, params
+    )
 
 
 def _compile_tree(terms: Sequence[Term], adapter: GraphTokenizer, params: GraphParams) -> BoostingGraph:
@@ -371,13 +397,18 @@ def _compile_tree(terms: Sequence[Term], adapter: GraphTokenizer, params: GraphP
     fail = trie.suffix_links(np.concatenate(levels) if levels else np.zeros(0, dtype=np.int64))
     backoff_weight = np.where(is_end, 0.0, potential[fail] - potential)
     backoff_weight[0] = 0.0
+    refund = np.where(is_end, potential - potential[fail], 0.0)  # a word going on: a failed partial match
+    refund[0] = 0.0
     children = [(up, node, trie.symbol[node]) for node, up in enumerate(trie.parent) if node != 0 and up != 0]
     token_ids = [cast(int, c[2]) for c in children]  # a token trie's symbols are label ids
     arcs = ([c[0] for c in children], [c[1] for c in children], token_ids)
     root_targets = np.zeros(adapter.vocab_size, dtype=np.int64)
     for label, node in trie.children[0].items():
         root_targets[cast(int, label)] = node
-    return _assemble(trie, arcs, root_targets, potential, backoff_weight, fail, params)
+    continuations = label_continuations(adapter.surfaces)
+    return _assemble(
+        trie, arcs, root_targets, potential, (fail, backoff_weight, refund), continuations, params
+    )
 
 
 def compile_graph(terms: Sequence[Any], tokenizer: Any, params: GraphParams = GraphParams()) -> BoostingGraph:

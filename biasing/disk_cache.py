@@ -19,9 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from biasing.graph import (
-    ARC_ARRAYS,
+    ALL_ARRAYS,
     COMPILER_VERSION,
-    STATE_ARRAYS,
     BoostingGraph,
     GraphMode,
     GraphValidationError,
@@ -35,7 +34,7 @@ _UNREADABLE = (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZi
 
 def _checksum(arrays: dict[str, np.ndarray]) -> str:
     digest = hashlib.sha256()
-    for name in (*ARC_ARRAYS, *STATE_ARRAYS):
+    for name in ALL_ARRAYS:
         array = np.ascontiguousarray(arrays[name])
         digest.update(f"{name}|{array.dtype.str}|{array.shape}|".encode())
         digest.update(array.tobytes())
@@ -77,7 +76,7 @@ class DiskCache:
     def _read(path: Path, key: str) -> BoostingGraph:
         with np.load(path, allow_pickle=False) as archive:
             meta = json.loads(archive[_META].tobytes().decode())
-            arrays = {name: archive[name] for name in (*ARC_ARRAYS, *STATE_ARRAYS)}
+            arrays = {name: archive[name] for name in ALL_ARRAYS}
         if meta.get("key") != key or meta.get("compiler") != COMPILER_VERSION:
             raise ValueError("file belongs to another key or compiler version")
         if meta.get("checksum") != _checksum(arrays):

@@ -18,6 +18,15 @@ Scoring contract (TurboBias 2.0, section 1), for CASE_INSENSITIVE and CHAR graph
   within fail(s), which goes on scoring it). Overlapping phrases therefore both score in full.
 CASE_SENSITIVE_TREE reproduces NeMo's own tree (TurboBias 1.0): token trie, NeMo's token scores, and end
 states backing off for free.
+
+A phrase ends at a word boundary (issue 35), in every mode: a completed phrase counts only when the next
+label starts a new word (a ``▁`` piece, punctuation, an apostrophe) or the utterance ends. A label that goes
+on spelling the same word ("halvorsen" + "ed": ``label_continues_word``) and backs off from a state refunds
+that state's ``word_end_refund`` too: what it banks for a phrase ending exactly there, so "halvorsened" earns
+what a failed partial match earns (nothing). A phrase matched inside a longer chain is banked only where the
+chain goes on with a boundary ("new" inside "new york", not "halvorsen" inside "halvorsens"). The runtime
+rule lives in ``biasing.scorer`` and ``biasing.nemo.multi_model`` (NeMo 3.0.0's own advance knows nothing of
+it: without the refund the arrays still score as before).
 """
 
 from __future__ import annotations
@@ -29,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
-COMPILER_VERSION = "turbobias2-graph-2"  # 2: potentials spread per greedy token (issue 25)
+COMPILER_VERSION = "turbobias2-graph-3"  # 2: potentials per greedy token (issue 25); 3: word ends (35)
 __all__ = [
+    "ALL_ARRAYS",
     "COMPILER_VERSION",
     "BoostingGraph",
     "GraphMode",
@@ -97,15 +107,20 @@ STATE_ARRAYS = (
     "final_weight",
     "potential",
     "is_end",
+    "word_end_refund",
 )
+LABEL_ARRAYS = ("label_continues_word",)
+ALL_ARRAYS = (*ARC_ARRAYS, *STATE_ARRAYS, *LABEL_ARRAYS)
 
 
 @dataclass(frozen=True, eq=False)
 class BoostingGraph:
     """A compiled graph (read-only arrays). Arcs are sorted by (from, label); state 0 is the root/start state.
 
-    Arc arrays have length ``num_arcs``; state arrays ``num_states``. ``potential`` and ``is_end`` are for
-    inspection and rendering; NeMo needs the rest.
+    Arc arrays have length ``num_arcs``; state arrays ``num_states``; ``label_continues_word`` has
+    ``vocab_size`` entries (True: the label goes on spelling the word before it). ``potential`` and ``is_end``
+    are for inspection and rendering; NeMo needs the arcs, back-offs and final weights; our runtimes also
+    apply ``word_end_refund`` to labels that continue a word.
     """
 
     vocab_size: int
@@ -123,9 +138,11 @@ class BoostingGraph:
     final_weight: np.ndarray
     potential: np.ndarray
     is_end: np.ndarray
+    word_end_refund: np.ndarray
+    label_continues_word: np.ndarray
 
     def __post_init__(self) -> None:
-        for name in (*ARC_ARRAYS, *STATE_ARRAYS):
+        for name in ALL_ARRAYS:
             getattr(self, name).flags.writeable = False
 
     @property
@@ -139,11 +156,11 @@ class BoostingGraph:
     @property
     def nbytes(self) -> int:
         """Bytes of all arrays (what a memory cache holds for this graph)."""
-        return sum(getattr(self, name).nbytes for name in (*ARC_ARRAYS, *STATE_ARRAYS))
+        return sum(getattr(self, name).nbytes for name in ALL_ARRAYS)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """All arrays by field name (for serialisation)."""
-        return {name: getattr(self, name) for name in (*ARC_ARRAYS, *STATE_ARRAYS)}
+        return {name: getattr(self, name) for name in ALL_ARRAYS}
 
     def validate(self) -> None:
         """Raise ``GraphValidationError`` unless every invariant NeMo relies on holds."""
@@ -201,6 +218,8 @@ def _validate_backoff(graph: BoostingGraph) -> None:
     _check(bool(((backoff >= 0) & (backoff < num_states)).all()), "backoff state outside the state range")
     _check(int(backoff[0]) == 0, "the root must back off to itself")
     _check(bool(np.isfinite(graph.backoff_weight).all()), "non-finite backoff weight")
+    refund = graph.word_end_refund
+    _check(bool(np.isfinite(refund).all() and (refund >= 0).all()), "word-end refunds must be finite, >= 0")
     order = graph.state_order.astype(np.int64)
     _check(bool(order[0] == 1 and (order >= 1).all()), "state order must be >= 1 and 1 at the root")
     _check(bool((order <= graph.max_order).all()), "state order above max_order")
@@ -218,5 +237,6 @@ def validate_arrays(graph: BoostingGraph) -> None:
     _check(graph.num_states >= 1, "a graph needs a root state")
     lengths = {getattr(graph, name).shape for name in STATE_ARRAYS}
     _check(len(lengths) == 1, "state arrays differ in length")
+    _check(graph.label_continues_word.shape == (graph.vocab_size,), "one word-continuation flag per label")
     _validate_arcs(graph)
     _validate_backoff(graph)

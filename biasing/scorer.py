@@ -11,6 +11,10 @@ end-of-sequence token ``max(0, max_t score(s, t)) + final_weight[s]`` and keeps 
 ``final_score`` is then what backing off from ``s`` to the root scores (minus the unfinished part of a phrase,
 0 after a complete one) plus ``final_weight[s]``. Every score is multiplied by ``alpha`` (NeMo's
 ``fusion_models_alpha``), in float32 like NeMo.
+
+Word ends (``biasing.graph``): a label that continues the word (``label_continues_word``) and backs off from a
+state also pays that state's ``word_end_refund``, so a phrase followed by more letters of the same word earns
+what a failed partial match earns. The end of the utterance is a word end.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ class GraphScorer:
         self._weights = graph.arc_weight.astype(np.float32)
         self._backoff_to = graph.backoff_to.astype(np.int64).tolist()
         self._backoff_weight = graph.backoff_weight.astype(np.float32)
+        self._refund = graph.word_end_refund.astype(np.float32)
+        self._continues = graph.label_continues_word.astype(bool)
         self._final = graph.final_weight.astype(np.float32)
         root = slice(int(self._starts[0]), int(self._ends[0]))
         if not np.array_equal(self._labels[root], np.arange(self.vocab_size)):
@@ -82,32 +88,35 @@ class GraphScorer:
         """The root (NeMo's start state; a boosting graph's BOS state is the root too)."""
         return 0
 
-    def _chain(self, state: int) -> tuple[list[tuple[int, np.float32]], np.float32]:
-        """The non-root states on ``state``'s back-off chain with the back-off weight accumulated before each,
-        and the total accumulated on reaching the root (float32, summed in NeMo's order)."""
+    def _chain(self, state: int) -> tuple[list[tuple[int, np.float32, np.float32]], np.float32, np.float32]:
+        """The non-root states on ``state``'s back-off chain, each with the back-off weight and the word-end
+        refund accumulated before it, and both totals on reaching the root (float32, in NeMo's order)."""
         if not 0 <= state < self.graph.num_states:
             raise ValueError(f"state {state} is outside the graph's {self.graph.num_states} states")
-        chain: list[tuple[int, np.float32]] = []
-        accumulated = np.float32(0.0)
+        chain: list[tuple[int, np.float32, np.float32]] = []
+        accumulated = refunded = np.float32(0.0)
         current = state
         while current != 0:
             if len(chain) >= self._max_hops:
                 raise ValueError(f"the back-off chain of state {state} does not reach the root")
-            chain.append((current, accumulated))
+            chain.append((current, accumulated, refunded))
             accumulated = np.float32(accumulated + self._backoff_weight[current])
+            refunded = np.float32(refunded + self._refund[current])
             current = self._backoff_to[current]
-        return chain, accumulated
+        return chain, accumulated, refunded
 
     def _row(self, state: int) -> tuple[np.ndarray, np.ndarray, float]:
-        chain, accumulated = self._chain(state)
-        raw = self._root_weights + accumulated
+        chain, accumulated, refunded = self._chain(state)
+        continues = self._continues
+        raw = self._root_weights + accumulated - np.where(continues, refunded, np.float32(0.0))
         next_state = self._root_targets.copy()
-        for node, before in reversed(chain):  # deepest back-off first: states nearer `state` overwrite
+        for node, before, refund_before in reversed(chain):  # deepest back-off first: nearer states overwrite
             start, end = int(self._starts[node]), int(self._ends[node])
             if start == end:
                 continue
             labels = self._labels[start:end]
-            raw[labels] = self._weights[start:end] + before
+            paid = np.where(continues[labels], refund_before, np.float32(0.0))
+            raw[labels] = self._weights[start:end] + before - paid
             next_state[labels] = self._targets[start:end]
         if self.end == "nemo":
             final = float(np.float32(max(np.float32(0.0), raw.max()) + self._final[state]) * self._alpha32)
@@ -151,14 +160,17 @@ class GraphScorer:
             raise ValueError(f"label {label} is outside the vocabulary of {self.vocab_size} labels")
         if self.eos_id is not None and label == self.eos_id:
             return self.final_score(state), int(state)
-        chain, accumulated = self._chain(int(state))
-        for node, before in chain:
+        chain, accumulated, refunded = self._chain(int(state))
+        continues = bool(self._continues[label])
+        for node, before, refund_before in chain:
             start, end = int(self._starts[node]), int(self._ends[node])
             position = start + int(np.searchsorted(self._labels[start:end], label))
             if position < end and self._labels[position] == label:
-                score = np.float32(self._weights[position] + before) * self._alpha32
+                paid = refund_before if continues else np.float32(0.0)
+                score = np.float32(self._weights[position] + before - paid) * self._alpha32
                 return float(score), int(self._targets[position])
-        score = np.float32(self._root_weights[label] + accumulated) * self._alpha32
+        paid = refunded if continues else np.float32(0.0)
+        score = np.float32(self._root_weights[label] + accumulated - paid) * self._alpha32
         return float(score), int(self._root_targets[label])
 
     def score_sequence(self, tokens: Iterable[int], final: bool = False, state: int = 0) -> float:

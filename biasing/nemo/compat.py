@@ -56,5 +56,8 @@ def to_nemo_model(
         model.start_end_arcs.data[:, 0].copy_(_tensor(graph.state_arcs_start, np.int64))
         model.start_end_arcs.data[:, 1].copy_(_tensor(graph.state_arcs_end, np.int64))
         model.state_order.data.copy_(_tensor(graph.state_order, np.int64))
+        # Our graphs' word-end rule, read by ``biasing.nemo.multi_model`` (NeMo's own code ignores buffers).
+        model.register_buffer("word_end_refund", _tensor(graph.word_end_refund, np.float32))
+        model.register_buffer("label_continues_word", _tensor(graph.label_continues_word, np.float32))
     model._resolve_final()
     return model

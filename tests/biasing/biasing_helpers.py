@@ -106,12 +106,18 @@ class ReferenceScorer:
                 return text[start:]
         return ""
 
-    def banked(self, state: str) -> float:
+    def banked(self, state: str, continuing: bool = False) -> float:
+        """What backing off from ``state`` keeps: the best phrase inside it (not wholly in its longest proper
+        suffix state) that a word boundary follows in ``state``, or that ends ``state`` when the next label
+        starts a new word (not ``continuing``)."""
         limit = len(state) - len(self.longest_suffix_state(state, proper=True))
         best = 0.0
         for start in range(limit):
             for end in range(start + 1, len(state) + 1):
-                if state[start:end] in self.chains:
+                if state[start:end] not in self.chains:
+                    continue
+                closed = end < len(state) and not state[end].isalnum()
+                if closed or (end == len(state) and not continuing):
                     best = max(best, self.pot(state[start:end]))
         return best
 
@@ -119,6 +125,7 @@ class ReferenceScorer:
         """Running total after each token (pieces are folded surfaces; "" = a label that matches nothing)."""
         text, state, banked, out = "", "", 0.0, []
         for piece in pieces:
+            continuing = bool(piece) and piece[0].isalnum()  # the label goes on spelling the word
             chain_of_state = [state[k:] for k in range(len(state)) if self.is_state(state[k:])]
             if piece:
                 text += piece
@@ -127,23 +134,43 @@ class ReferenceScorer:
                 text, new_state = "", ""
             for suffix in chain_of_state:
                 if not piece or len(suffix) + len(piece) > len(new_state):
-                    banked += self.banked(suffix)
+                    banked += self.banked(suffix, continuing)
             state = new_state
             out.append(banked + self.pot(state))
         return out
 
 
 def nemo_totals(graph, sequences: Sequence[Sequence[int]]) -> np.ndarray:
-    """Running totals of each label sequence, advanced through NeMo's own GPUBoostingTreeModel.advance."""
+    """Running totals of each label sequence, advanced through NeMo's own GPUBoostingTreeModel.advance
+    (which knows nothing of word ends: equal to ours only where no word-continuing label backs off from a
+    state with a word-end refund)."""
     model = to_nemo_model(graph)
+    return _running_totals(model.get_init_states, lambda states: model.advance(states), sequences)
+
+
+def runtime_totals(graph, sequences: Sequence[Sequence[int]], alpha: float = 1.0) -> np.ndarray:
+    """Running totals of each label sequence through what the service runs: the graph registered in our
+    ``SparseAdvanceMultiModel`` (the word-end rule included)."""
+    from biasing.nemo.multi_model import SparseAdvanceMultiModel
+
+    multi = SparseAdvanceMultiModel(vocab_size=graph.vocab_size, use_triton=False)
+    model_id = multi.add_model(to_nemo_model(graph), alpha=alpha)
+
+    def advance(states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return multi.advance(states, torch.full_like(states, model_id))
+
+    return _running_totals(multi.get_init_states, advance, sequences)
+
+
+def _running_totals(init, advance, sequences: Sequence[Sequence[int]]) -> np.ndarray:
     length = max(len(s) for s in sequences)
     totals = np.zeros((len(sequences), length))
     with torch.inference_mode():
-        states = model.get_init_states(len(sequences))
+        states = init(len(sequences))
         running = torch.zeros(len(sequences), dtype=torch.float64)
         for step in range(length):
             labels = torch.tensor([s[step] if step < len(s) else 0 for s in sequences])
-            scores, next_states = model.advance(states)
+            scores, next_states = advance(states)
             rows = torch.arange(len(sequences))
             running += scores[rows, labels].double()
             states = next_states[rows, labels]

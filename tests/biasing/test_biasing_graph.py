@@ -16,7 +16,7 @@ import pytest
 from biasing.compile import build_graph
 from biasing.graph import BoostingGraph, GraphMode, GraphParams, GraphValidationError
 from biasing.terms import Term, TermValidationError
-from tests.biasing.biasing_helpers import nemo_totals
+from tests.biasing.biasing_helpers import nemo_totals, runtime_totals
 
 HAND = GraphParams(mode=GraphMode.CHAR, tau=0.0, context_score=1.0, depth_scaling=1.0)
 
@@ -30,7 +30,7 @@ def total(sp, phrases: list[str], text: str, params: GraphParams = HAND) -> floa
     graph = build_graph(phrases, sp, params)
     labels = [sp.piece_to_id(char) for char in text]
     assert sp.unk_id() not in labels
-    return float(nemo_totals(graph, [labels])[0, -1])
+    return float(runtime_totals(graph, [labels])[0, -1])
 
 
 @pytest.mark.parametrize(
@@ -44,16 +44,21 @@ def total(sp, phrases: list[str], text: str, params: GraphParams = HAND) -> floa
         (["abc"], "▁abx", 0.0),  # failed partial match: refunded exactly
         (["abc"], "▁ab▁x", 0.0),
         (["abc"], "▁ab▁abc", w(4)),  # failed, then complete
-        (["abc"], "▁abc▁x", w(4)),  # completed phrase keeps its score
+        (["abc"], "▁abc▁x", w(4)),  # completed phrase keeps its score when a new word follows
+        (["abc"], "▁abcx", 0.0),  # ... and not when the word goes on ("halvorsened"): refunded in full
+        (["abc"], "▁abcx▁abc", w(4)),  # the refund does not stop the next match
+        (["ab cd"], "▁ab▁cdx", 0.0),  # a multi-word phrase too
+        (["ab", "ab cd"], "▁ab▁cdx", w(3)),  # the inner phrase a space followed stays
         (["ab cd", "cd ef"], "▁ab▁cd▁ef", 2 * w(6)),  # overlapping phrases both score in full
         (["ab cd", "cd ef"], "▁ab▁cd▁ex", w(6)),  # the second one's failed partial is refunded
         (["ab cx", "cd"], "▁ab▁cd", w(3)),  # phrase starting inside another's failed partial match
         (["ab cd ef", "cd"], "▁ab▁cd▁x", w(3)),  # phrase inside another's failed partial match
         (["ab cd ef", "cd"], "▁ab▁cd▁ef", w(9)),  # inside a completed longer phrase: the longer one counts
-        # a completed prefix phrase keeps what its state earned (a shared prefix takes the larger potential)
-        (["ab", "abcd"], "▁abcx", w(3)),
-        (["abcd", "ab"], "▁abx", w(3)),
+        # a completed prefix phrase counts only where its word ends (a shared prefix takes the larger potential)
+        (["ab", "abcd"], "▁abcx", 0.0),
+        (["abcd", "ab"], "▁abx", 0.0),
         (["ab", "abcd"], "▁abcd", w(5)),
+        (["ab", "ab cd"], "▁ab▁cx", w(3)),
     ],
 )
 def test_truth_table(char_sp, phrases: list[str], text: str, expected: float) -> None:

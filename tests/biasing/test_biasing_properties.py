@@ -17,6 +17,7 @@ from tests.biasing.biasing_helpers import (
     lower1,
     nemo_score,
     nemo_totals,
+    runtime_totals,
     phrase_case,
     phrases,
     scored_pieces,
@@ -75,9 +76,9 @@ def test_every_casing_and_segmentation_earns_the_same_total(bpe, phrase, others,
 
 @SETTINGS
 @given(items=weighted_phrases, tau=taus, seed=st.integers(0, 2**16), nest=st.booleans())
-def test_nemo_advance_agrees_with_brute_force_reference(bpe, items, tau, seed, nest) -> None:
+def test_runtime_advance_agrees_with_brute_force_reference(bpe, items, tau, seed, nest) -> None:
     graph, folded, reference, sequences = phrase_case(bpe, items, tau, seed, nest, count=6)
-    totals = nemo_totals(graph, sequences)
+    totals = runtime_totals(graph, sequences)
     for row, labels in enumerate(sequences):
         expected = reference.totals([folded[label] for label in labels])
         np.testing.assert_allclose(totals[row, : len(labels)], expected, rtol=1e-4, atol=1e-3)

@@ -67,7 +67,8 @@ def test_corrupt_file_is_recompiled(bpe, tmp_path: Path, damage: str) -> None:
     damaged = {
         "truncate": data[: len(data) // 2],
         "garbage": os.urandom(len(data)),
-        "flip": data[:-200] + bytes(b ^ 0xFF for b in data[-200:-190]) + data[-190:],
+        "flip": data[: len(data) // 2] + bytes(b ^ 0xFF for b in data[len(data) // 2 : len(data) // 2 + 10])
+        + data[len(data) // 2 + 10 :],
         "empty": b"",
     }[damage]
     path.write_bytes(damaged)

@@ -16,7 +16,7 @@ from biasing.scorer import GraphScorer
 from biasing.terms import Term
 from tests.biasing.biasing_helpers import (
     nemo_score,
-    nemo_totals,
+    runtime_totals,
     phrase_case,
     weighted_phrases,
 )
@@ -29,8 +29,10 @@ TREE = GraphParams(mode=GraphMode.CASE_SENSITIVE_TREE)
 
 
 def loop_scores(graph: BoostingGraph, state: int, label: int) -> tuple[float, int]:
-    """The advance written out for one label: look it up on each state of the back-off chain."""
+    """The advance written out for one label: look it up on each state of the back-off chain; a label that
+    continues the word pays the word-end refund of each state it backs off from."""
     accumulated = 0.0
+    continues = bool(graph.label_continues_word[label])
     while True:
         arcs = graph.arcs_of(state)
         if label in arcs:
@@ -39,6 +41,8 @@ def loop_scores(graph: BoostingGraph, state: int, label: int) -> tuple[float, in
         if state == 0:
             raise AssertionError("the root has an arc for every label")
         accumulated += float(graph.backoff_weight[state])
+        if continues:
+            accumulated -= float(graph.word_end_refund[state])
         state = int(graph.backoff_to[state])
 
 
@@ -51,6 +55,18 @@ def running_totals(scorer: GraphScorer, labels: list[int]) -> list[float]:
         state = int(next_state[label])
         out.append(total)
     return out
+
+
+def runtime_rows(graph: BoostingGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Our ``SparseAdvanceMultiModel.advance`` (the service's first pass) from every state of ``graph``."""
+    from biasing.nemo.multi_model import SparseAdvanceMultiModel
+
+    multi = SparseAdvanceMultiModel(vocab_size=graph.vocab_size, use_triton=False)
+    model_id = multi.add_model(to_nemo_model(graph), alpha=1.0)
+    states = torch.arange(graph.num_states)
+    with torch.inference_mode():
+        scores, next_states = multi.advance(states, torch.full_like(states, model_id))
+    return scores.numpy(), next_states.numpy()
 
 
 def nemo_rows(graph: BoostingGraph, eos_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -68,12 +84,17 @@ def test_dense_rows_equal_nemo_advance_and_the_loop_for_every_state(bpe, items, 
     graph = build_graph([Term(text, weight) for text, weight in items], bpe, params)
     scorer = GraphScorer(graph, alpha=1.0)
     nemo_scores, nemo_next = nemo_rows(graph)
+    ours, ours_next = runtime_rows(graph)
+    starts_word = ~graph.label_continues_word  # where NeMo's rule and ours agree
     for state in range(graph.num_states):
         boost, next_state = scorer.scores(state)
         assert boost.dtype == np.float32 and next_state.dtype == np.int64
         assert boost.shape == next_state.shape == (graph.vocab_size,)
-        np.testing.assert_allclose(boost, nemo_scores[state], rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(boost, ours[state], rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(boost[starts_word], nemo_scores[state][starts_word], rtol=1e-6, atol=1e-5)
+        assert (boost <= nemo_scores[state] + 1e-5).all()  # a word-end refund only ever takes away
         np.testing.assert_array_equal(next_state, nemo_next[state])
+        np.testing.assert_array_equal(next_state, ours_next[state])
         looped = [loop_scores(graph, state, label) for label in range(graph.vocab_size)]
         np.testing.assert_allclose(boost, [s for s, _ in looped], rtol=1e-6, atol=1e-5)
         np.testing.assert_array_equal(next_state, [t for _, t in looped])
@@ -86,12 +107,12 @@ def test_dense_rows_equal_nemo_advance_and_the_loop_for_every_state(bpe, items, 
 def test_sequences_score_the_contract_and_nemo(bpe, items, tau, seed, nest) -> None:
     graph, folded, reference, sequences = phrase_case(bpe, items, tau, seed, nest, count=5)
     scorer = GraphScorer(graph, alpha=1.0)
-    nemo = nemo_totals(graph, sequences)
+    runtime = runtime_totals(graph, sequences)
     for row, labels in enumerate(sequences):
         expected = reference.totals([folded[label] for label in labels])
         dense = running_totals(scorer, labels)
         np.testing.assert_allclose(dense, expected, rtol=1e-4, atol=1e-3)
-        np.testing.assert_allclose(dense, nemo[row, : len(labels)], rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(dense, runtime[row, : len(labels)], rtol=1e-5, atol=1e-4)
         assert scorer.score_sequence(labels) == pytest.approx(dense[-1], abs=1e-4)
 
 
@@ -124,16 +145,18 @@ def test_alpha_scales_everything_and_final_score_is_nemos_eos_score(bpe) -> None
     eos = 0  # any label: NeMo replaces its column
     with_eos = GraphScorer(graph, alpha=2.5, eos_id=eos)
     nemo_scores, nemo_next = nemo_rows(graph, eos_id=eos)
+    nemo_plain, _ = nemo_rows(graph)
     for state in range(graph.num_states):
         raw = plain.scores(state)[0]
         expected = max(0.0, float(raw.max())) + float(graph.final_weight[state])
         assert plain.final_score(state) == pytest.approx(expected, abs=1e-5)
         assert scaled.final_score(state) == pytest.approx(2.5 * expected, abs=1e-5)
-        assert plain.final_score(state) == pytest.approx(float(nemo_scores[state, eos]), abs=1e-5)
         boost, next_state = with_eos.scores(state)
-        assert boost[eos] == pytest.approx(2.5 * float(nemo_scores[state, eos]), abs=1e-5)
+        assert boost[eos] == pytest.approx(2.5 * expected, abs=1e-5)
+        if np.allclose(raw, nemo_plain[state], atol=1e-5):  # no word-end refund from here: NeMo's eos score
+            assert plain.final_score(state) == pytest.approx(float(nemo_scores[state, eos]), abs=1e-5)
         assert next_state[eos] == nemo_next[state, eos] == state
-        np.testing.assert_allclose(np.delete(boost, eos), 2.5 * np.delete(nemo_scores[state], eos), atol=1e-4)
+        np.testing.assert_allclose(np.delete(boost, eos), 2.5 * np.delete(raw, eos), atol=1e-4)
     end = plain.state_after(bpe.encode("husqvarna"))
     assert graph.is_end[end] and graph.final_weight[end] > 0
     assert plain.score_sequence(bpe.encode("husqvarna"), final=True) == pytest.approx(
