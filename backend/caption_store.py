@@ -105,13 +105,22 @@ class CaptionStore:
             )
         return OpenedSession(session_id, token, generation=0)
 
-    async def resume(self, token: str, meeting_id: int) -> OpenedSession | None:
-        """Claim the session of ``token`` (``resume.ResumeConflict`` if another connection claims it first)
-        with every final stored so far; None when the token is unknown, expired or of another meeting."""
+    async def resumable(self, token: str, meeting_id: int, user_id: int) -> StreamSession | None:
+        """The session ``token`` may resume for this user in this meeting; None when the token is unknown,
+        expired, of another meeting or of another user (a resume token alone never lets someone speak as a
+        colleague or read their captions)."""
         async with self._db.session() as db:
             query = select(StreamSession).where(StreamSession.resume_token_hash == token_hash(token))
             row = (await db.execute(query)).scalar_one_or_none()
-        if row is None or row.meeting_id != meeting_id or as_utc(row.resume_expires_at) < utcnow():
+        if row is None or (row.meeting_id, row.user_id) != (meeting_id, user_id):
+            return None
+        return row if as_utc(row.resume_expires_at) >= utcnow() else None
+
+    async def resume(self, token: str, meeting_id: int, user_id: int) -> OpenedSession | None:
+        """Claim the session of ``token`` (``resume.ResumeConflict`` if another connection claims it first)
+        with every final stored so far; None when ``resumable`` says no."""
+        row = await self.resumable(token, meeting_id, user_id)
+        if row is None:
             return None
         generation = await resume.claim(self._db, row.id, row.generation, self._expiry())
         async with self._db.session() as db:

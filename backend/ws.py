@@ -229,9 +229,11 @@ class CaptionSession:
         returns its finals after ``last_seq`` and where its stored finals end."""
         if not isinstance(last_seq, int):
             raise ProtocolViolation(1008, "last_seq must be an integer")
+        if await self._store.resumable(token, self.meeting_id, self.user_id) is None:  # before ending any
+            raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
         await self._end_previous_connection(token_hash(token))
         await self._meeting_goes_live()
-        opened = await self._store.resume(token, self.meeting_id)
+        opened = await self._store.resume(token, self.meeting_id, self.user_id)
         if opened is None:
             raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
         self.generation = opened.generation
