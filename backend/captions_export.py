@@ -1,7 +1,8 @@
 """Caption files: WebVTT, SRT and plain text from cues on one clock, labelled with their speaker if known.
 
 WebVTT names a cue's speaker with a voice tag (``<v Name>``), SRT and text with a ``Name: `` prefix; text
-lines start with the cue's time (``[hh:mm:ss]``).
+lines start with the cue's time (``[hh:mm:ss]``). Names and text are one line each; WebVTT escapes them, SRT
+and text show ``<`` and ``>`` as look-alikes (SRT players read tags, and ``-->`` would start a cue).
 """
 
 from __future__ import annotations
@@ -53,8 +54,15 @@ def _vtt_text(cue: Cue) -> str:
     return f"<v {_escape_vtt(cue.speaker)}>{text}" if cue.speaker else text
 
 
+def _inert(text: str) -> str:
+    """Text that no SRT player reads as markup or timing: ``<`` and ``>`` become look-alike angle quotes, so
+    a name such as ``<b>Dr</b>`` shows as written and ``-->`` cannot start a cue (SRT has no escapes)."""
+    return text.replace("<", "\u2039").replace(">", "\u203a")
+
+
 def _prefixed(cue: Cue) -> str:
-    return f"{cue.speaker}: {cue.text}" if cue.speaker else cue.text
+    text = _inert(cue.text)
+    return f"{_inert(cue.speaker)}: {text}" if cue.speaker else text
 
 
 def render_captions(fmt: str, cues: Sequence[Cue]) -> tuple[str, str]:

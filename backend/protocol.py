@@ -8,7 +8,14 @@ from typing import Any
 
 from backend import jsonlimits
 
-__all__ = ["ALLOWED_TRANSITIONS", "ProtocolViolation", "SessionState", "parse_json"]
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "ProtocolViolation",
+    "SessionState",
+    "check_held_audio",
+    "held_audio",
+    "parse_json",
+]
 
 
 class SessionState(enum.Enum):
@@ -48,3 +55,30 @@ def parse_json(raw: str, max_depth: int = jsonlimits.MAX_JSON_DEPTH) -> dict[str
     if not isinstance(message, dict):
         raise ProtocolViolation(1008, "text frames must be JSON objects")
     return message
+
+
+def held_audio(message: dict[str, Any]) -> tuple[float | None, float | None]:
+    """``start``'s ``audio_s`` (the end of the audio the client has captured for this session) and
+    ``buffered_from_s`` (the oldest audio it can still send), both on the session's clock; None if absent."""
+    values = []
+    for key in ("audio_s", "buffered_from_s"):
+        value = message.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e7
+        ):
+            raise ProtocolViolation(1008, f"{key} must be a number of seconds >= 0")
+        values.append(None if value is None else float(value))
+    audio_s, buffered_from_s = values
+    if buffered_from_s is not None and (audio_s is None or buffered_from_s > audio_s):
+        raise ProtocolViolation(1008, "buffered_from_s needs audio_s and must not exceed it")
+    return audio_s, buffered_from_s
+
+
+def check_held_audio(audio_s: float | None, age_s: float, slack_s: float) -> None:
+    """A session's clock runs no faster than the wall clock: ``audio_s`` beyond the session's age (0 for a
+    new one) plus ``slack_s`` (audio held from before, a burst) is refused, so a client cannot move a
+    session's clock, and the meeting's timeline with it, by months (issue 36)."""
+    if audio_s is not None and audio_s > age_s + slack_s:
+        raise ProtocolViolation(
+            1008, f"audio_s {audio_s:.2f} is more audio than this session can have ({age_s + slack_s:.2f} s)"
+        )

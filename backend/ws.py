@@ -27,13 +27,21 @@ from backend import resume
 from backend.admission import SUBPROTOCOL, Admission, admit
 from backend.caption_store import CaptionStore, Superseded, final_message, restart_point
 from backend.db.models import CaptionSegment, utcnow
+from backend.db.session import as_utc
 from backend.engine.contract import CaptionStream, VocabularyRef
 from backend.engine.errors import EngineError
 from backend.engine.types import StepResult, StreamOptions
 from backend.live import LiveMeeting
 from backend.logs import get_logger
 from backend.persist import PersistFailed, with_retries
-from backend.protocol import ALLOWED_TRANSITIONS, ProtocolViolation, SessionState, parse_json
+from backend.protocol import (
+    ALLOWED_TRANSITIONS,
+    ProtocolViolation,
+    SessionState,
+    check_held_audio,
+    held_audio,
+    parse_json,
+)
 from backend.security import token_hash
 from backend.services import Services
 from backend.session_vocabulary import SessionVocabulary, TooManyTerms, validate_session_terms
@@ -160,7 +168,7 @@ class CaptionSession:
             raise ProtocolViolation(1008, f"chunk_s must be one of {self.svc.settings.allowed_chunk_s}")
         self.chunk_s = float(chunk_s)
         self.chunk_bytes = 2 * self.svc.engine.chunk_samples(self.chunk_s)
-        held = _held_audio(message)
+        held = held_audio(message)
         token = message.get("resume_token")
         try:
             with self.svc.hub.resumes.hold(token_hash(token) if isinstance(token, str) else None):
@@ -204,8 +212,9 @@ class CaptionSession:
         sets where this connection's audio starts (``ready``'s ``resume_from_s``)."""
         token = message.get("resume_token")
         if isinstance(token, str):
-            replay, last_end_s = await self._resume(token, message.get("last_seq") or 0)
+            replay, last_end_s = await self._resume(token, message.get("last_seq") or 0, held[0])
         else:
+            check_held_audio(held[0], 0.0, self._held_slack_s())
             await self._meeting_goes_live()
             opened = await self._store.create(self.meeting_id, self.user_id)
             self.session_id, self.resume_token_hash = opened.session_id, opened.resume_token_hash
@@ -224,13 +233,21 @@ class CaptionSession:
         if not await self._store.meeting_goes_live(self.meeting_id):
             raise ProtocolViolation(1008, "the meeting has ended")
 
-    async def _resume(self, token: str, last_seq: Any) -> tuple[list[CaptionSegment], float]:
+    def _held_slack_s(self) -> float:
+        """Audio a client may hold beyond its session's age: what it may send again, and its burst."""
+        return self.svc.settings.max_resend_s + self.svc.settings.audio_burst_s
+
+    async def _resume(
+        self, token: str, last_seq: Any, audio_s: float | None
+    ) -> tuple[list[CaptionSegment], float]:
         """Claim the session (the database lets exactly one resume win; ResumeConflict for the others);
         returns its finals after ``last_seq`` and where its stored finals end."""
         if not isinstance(last_seq, int):
             raise ProtocolViolation(1008, "last_seq must be an integer")
-        if await self._store.resumable(token, self.meeting_id, self.user_id) is None:  # before ending any
+        row = await self._store.resumable(token, self.meeting_id, self.user_id)  # before ending anything
+        if row is None:
             raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
+        check_held_audio(audio_s, (utcnow() - as_utc(row.created_at)).total_seconds(), self._held_slack_s())
         await self._end_previous_connection(token_hash(token))
         await self._meeting_goes_live()
         opened = await self._store.resume(token, self.meeting_id, self.user_id)
@@ -554,20 +571,3 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     finally:
         svc.hub.slots.release(admission.user_id)
         structlog.contextvars.clear_contextvars()
-
-
-def _held_audio(message: dict[str, Any]) -> tuple[float | None, float | None]:
-    """``start``'s ``audio_s`` (the end of the audio the client has captured for this session) and
-    ``buffered_from_s`` (the oldest audio it can still send), both on the session's clock; None if absent."""
-    values = []
-    for key in ("audio_s", "buffered_from_s"):
-        value = message.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e7
-        ):
-            raise ProtocolViolation(1008, f"{key} must be a number of seconds >= 0")
-        values.append(None if value is None else float(value))
-    audio_s, buffered_from_s = values
-    if buffered_from_s is not None and (audio_s is None or buffered_from_s > audio_s):
-        raise ProtocolViolation(1008, "buffered_from_s needs audio_s and must not exceed it")
-    return audio_s, buffered_from_s

@@ -50,3 +50,32 @@ async def test_a_resume_token_works_only_for_the_user_it_was_given_to(server: Li
     assert [(m["seq"], m["text"]) for m in finals(rest)] == [(2, "word12")]
     assert owner.close_code == 1000
     assert persisted(server) == [(1, "word11"), (2, "word12")]
+
+
+async def test_audio_s_is_bounded_by_the_sessions_age(server: LiveServer) -> None:
+    """``audio_s`` 9,999,999 used to be accepted and move the session's clock ~115 days; now a session's
+    clock may run ahead of its age only by what a client may hold (max_resend_s + audio_burst_s = 34 s)."""
+    api, meeting_id = meeting(server)
+    fresh = await open_ws(server, ticket(api, meeting_id))
+    await fresh.send(json.dumps({"type": "start", "chunk_s": 0.56, "audio_s": 34.5, "buffered_from_s": 0}))
+    refused = await asyncio.wait_for(collect(fresh), 10)
+    assert [(m["type"], m["code"]) for m in refused] == [("error", "protocol")]
+    assert "audio_s" in refused[0]["message"] and fresh.close_code == 1008
+
+    owner = await open_ws(server, ticket(api, meeting_id))
+    ready = await start(owner, audio_s=30.0, buffered_from_s=0.0)  # a full ring from before: accepted
+    await owner.close()
+    resume = {"type": "start", "chunk_s": 0.56, "resume_token": ready["resume_token"], "last_seq": 0}
+    far = await open_ws(server, ticket(api, meeting_id))
+    await far.send(json.dumps(resume | {"audio_s": 9_999_999, "buffered_from_s": 9_999_990}))
+    refused = await asyncio.wait_for(collect(far), 10)
+    assert [(m["type"], m["code"]) for m in refused] == [("error", "protocol")]
+
+    near = await open_ws(server, ticket(api, meeting_id))
+    resumed = await start(near, **resume | {"audio_s": 31.12, "buffered_from_s": 1.0})
+    assert resumed["resume_from_s"] == 1.12
+    await near.send(chunk(11))
+    await near.send(chunk(0))
+    await near.send(json.dumps({"type": "stop"}))
+    (final,) = finals(await asyncio.wait_for(collect(near), 10))
+    assert (final["start_s"], final["end_s"]) == (1.12, 2.24)

@@ -124,10 +124,13 @@ def test_webvtt_names_speakers_with_voice_tags_in_time_order_and_escapes() -> No
 def test_srt_and_text_prefix_the_speaker() -> None:
     srt, _ = render_captions("srt", CUES)
     assert srt.split("\n")[:3] == ["1", "00:00:10,500 --> 00:00:12,000", "admin: alpha one"]
-    assert "Nurse & Joy: bravo <one>" in srt
+    assert "Nurse & Joy: bravo \u2039one\u203a" in srt  # SRT has no escapes: no tag can get through
     text, media = render_captions("text", CUES)
     assert media.startswith("text/plain")
-    assert text == "[00:00:10] admin: alpha one\n[00:00:13] Nurse & Joy: bravo <one>\n[00:00:15] no label\n"
+    assert (
+        text
+        == "[00:00:10] admin: alpha one\n[00:00:13] Nurse & Joy: bravo \u2039one\u203a\n[00:00:15] no label\n"
+    )
 
 
 # ----- REST: the meeting's clock, names, links ---------------------------------------------------------
@@ -231,6 +234,7 @@ def test_a_speaker_names_themself_only_the_organiser_renames_others(admin: TestC
     meeting_id = admin.post("/api/meetings", json={"title": "Round"}).json()["meeting"]["id"]
     _as(admin, MEMBER["username"], MEMBER["password"])
     path = f"/api/meetings/{meeting_id}/participants"
+    assert admin.post(f"/api/meetings/{meeting_id}/ticket").status_code == 200  # opens the meeting
     assert (
         admin.put(f"{path}/{member_id}", json={"display_name": "Dr Ana"}).json()["participant"]["name"]
         == "Dr Ana"

@@ -96,12 +96,12 @@ async def test_viewer_gets_history_then_every_speaker_live_on_the_meeting_clock(
     nurse, nurse_id = member(server, admin)
     meeting_id = live_meeting(admin)
     await speak(server, admin, meeting_id, [11, 12, 0])
-    renamed = nurse.put(
+    view = await open_view(server, f"ticket.{ticket(nurse, meeting_id)}")
+    renamed = nurse.put(  # a participant now: the nurse opened the meeting
         f"/api/meetings/{meeting_id}/participants/{nurse_id}", json={"display_name": "Nurse Joy"}
     )
     assert renamed.status_code == 200
 
-    view = await open_view(server, f"ticket.{ticket(nurse, meeting_id)}")
     assert view.subprotocol == "captions.view.v1"
     start = await until(view, "caught_up")
     assert start[0]["type"] == "ready" and start[0]["meeting"]["title"] == "Ward round"

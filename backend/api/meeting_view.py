@@ -26,6 +26,7 @@ from backend.db.models import (
     MeetingKind,
     MeetingParticipant,
     StreamSession,
+    Ticket,
     User,
     ViewerLink,
     utcnow,
@@ -44,17 +45,17 @@ LINK_PATH = "/meeting#link="
 FORBIDDEN_CATEGORIES = {"Cc", "Cf", "Co", "Cs"}
 
 
-def clean_display_name(value: str) -> str:
+def clean_display_name(value: str, name_of_field: str = "display_name") -> str:
     """NFC, spaces collapsed, no control/format characters, 1..MAX_NAME_CHARS; 422 naming the field."""
     name = " ".join(unicodedata.normalize("NFC", value).split())
     if any(unicodedata.category(ch) in FORBIDDEN_CATEGORIES for ch in name):
-        raise ApiError(422, "invalid", "display_name: control characters", [{"field": "display_name"}])
+        raise ApiError(422, "invalid", f"{name_of_field}: control characters", [{"field": name_of_field}])
     if not name or len(name) > MAX_NAME_CHARS:
         raise ApiError(
             422,
             "invalid",
-            f"display_name: 1-{MAX_NAME_CHARS} characters",
-            [{"field": "display_name", "reason": "length"}],
+            f"{name_of_field}: 1-{MAX_NAME_CHARS} characters",
+            [{"field": name_of_field, "reason": "length"}],
         )
     return name
 
@@ -85,16 +86,19 @@ async def list_participants(request: Request) -> JSONResponse:
 
 
 async def set_participant_name(request: Request) -> JSONResponse:
-    """Set a speaker's name in this meeting (shown in the meeting view and the exports). A speaker sets
-    their own; the organiser (the meeting's owner) or an admin may set anyone's. ``display_name`` null or
-    empty goes back to the username.
+    """Set a speaker's name in this meeting (shown in the meeting view and the exports). A participant (the
+    organiser, or someone who spoke in it or opened it to speak or view) sets their own; the organiser (the
+    meeting's owner) or an admin may set any participant's. ``display_name`` null or empty goes back to the
+    account's name. Names are unique within the meeting.
     ---
     tags: [meeting view]
     requestBody: {content: {application/json: {schema: {type: object, required: [display_name],
       properties: {display_name: {type: string, maxLength: 100, nullable: true}}}}}}
     responses:
       200: {description: "{participant: {user_id, username, name, custom}}"}
-      403: {description: "someone else's name, and not the organiser"}
+      403: {description: "another's name and not the organiser, or not a participant (not_a_participant)"}
+      404: {description: "no such participant (an account that never took part is not told apart)"}
+      409: {description: "another participant has that name here (code name_taken)"}
       422: {description: "display_name invalid (errors: [{field}])"}
     """
     principal = await require_user(request)
@@ -107,19 +111,59 @@ async def set_participant_name(request: Request) -> JSONResponse:
         if user_id != principal.user_id and not _organises(meeting, principal):
             raise ApiError(403, "forbidden", "only the organiser or an admin may rename another speaker")
         user = await db.get(User, user_id)
-        if user is None:
-            raise not_found("user")
-        row = await db.get(MeetingParticipant, (meeting.id, user_id))
-        if name is None and row is not None:
-            await db.delete(row)
-        elif name is not None and row is None:
-            db.add(MeetingParticipant(meeting_id=meeting.id, user_id=user_id, display_name=name))
-        elif name is not None and row is not None:
-            row.display_name = name
-        await db.flush()
+        if user is None or not await _takes_part(db, meeting, user_id):
+            if user_id == principal.user_id:
+                raise ApiError(403, "not_a_participant", "open the meeting to speak or view it first")
+            raise not_found("participant")
+        if name is not None:
+            await _name_is_free(db, meeting.id, user_id, name)
+        await _store_name(db, meeting.id, user_id, name)
         found = [p for p in await _participants(db, meeting.id) if p["user_id"] == user_id]
     plain = {"user_id": user_id, "username": user.username, "name": user.username, "custom": False}
     return JSONResponse({"participant": found[0] if found else plain})
+
+
+async def _takes_part(db: AsyncSession, meeting: Meeting, user_id: int) -> bool:
+    """The organiser, a speaker of the meeting, someone named in it, or someone who asked for a ticket to
+    speak in it or view it."""
+    if meeting.owner_id == user_id:
+        return True
+    evidence = (
+        select(StreamSession.id).where(
+            StreamSession.meeting_id == meeting.id, StreamSession.user_id == user_id
+        ),
+        select(MeetingParticipant.user_id).where(
+            MeetingParticipant.meeting_id == meeting.id, MeetingParticipant.user_id == user_id
+        ),
+        select(Ticket.user_id).where(Ticket.meeting_id == meeting.id, Ticket.user_id == user_id),
+    )
+    for query in evidence:
+        if (await db.execute(query.limit(1))).first() is not None:
+            return True
+    return False
+
+
+async def _name_is_free(db: AsyncSession, meeting_id: int, user_id: int, name: str) -> None:
+    """409 when another participant is shown as ``name`` (any case) in the meeting."""
+    others = {p["user_id"]: p["name"] for p in await _participants(db, meeting_id) if p["user_id"] != user_id}
+    if name.casefold() in {other.casefold() for other in others.values()}:
+        raise ApiError(
+            409,
+            "name_taken",
+            "display_name: another participant has this name in the meeting",
+            [{"field": "display_name", "reason": "taken"}],
+        )
+
+
+async def _store_name(db: AsyncSession, meeting_id: int, user_id: int, name: str | None) -> None:
+    row = await db.get(MeetingParticipant, (meeting_id, user_id))
+    if name is None and row is not None:
+        await db.delete(row)
+    elif name is not None and row is None:
+        db.add(MeetingParticipant(meeting_id=meeting_id, user_id=user_id, display_name=name))
+    elif name is not None and row is not None:
+        row.display_name = name
+    await db.flush()
 
 
 def _organises(meeting: Meeting, principal: Principal) -> bool:
@@ -168,9 +212,8 @@ async def create_viewer_link(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     body = await json_body(request)
-    label = " ".join((field(body, "label", str, required=False) or "").split())
-    if len(label) > MAX_NAME_CHARS:
-        raise ApiError(422, "invalid", "label: at most 100 characters", [{"field": "label"}])
+    raw_label = field(body, "label", str, required=False) or ""
+    label = clean_display_name(raw_label, "label") if raw_label.strip() else ""
     hours = field(body, "expires_in_hours", int, required=False)
     hours = DEFAULT_LINK_HOURS if hours is None else hours
     if not 1 <= hours <= MAX_LINK_HOURS:
