@@ -23,7 +23,7 @@ from backend.api.errors import ApiError, api_error_handler, engine_unavailable_h
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.engine.contract import CaptionEngine
-from backend.http_limits import BodyCaps, BodyLimit, RequestConcurrency
+from backend.http_limits import BodyCaps, BodyLimit, ClientRateLimit, RequestConcurrency
 from backend.logs import configure_logging, get_logger
 from backend.security import LoginRateLimiter, SessionCodec
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
@@ -190,6 +190,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         lifespan=lifespan,
         middleware=[
             Middleware(RequestConcurrency, max_requests=settings.max_http_requests),
+            Middleware(ClientRateLimit, per_minute=settings.anonymous_requests_per_minute),
             Middleware(BodyLimit, caps=BodyCaps.from_settings(settings)),
         ],
         exception_handlers={

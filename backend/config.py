@@ -66,6 +66,13 @@ class Settings(BaseSettings):
     final_pass_alpha: float = Field(
         1.5, ge=0, le=10, description="Weight of the meeting's vocabulary in the second pass."
     )
+    final_pass_term_deficit: float | None = Field(
+        None,
+        ge=0,
+        description="Evidence for a term before a final shows it: the second pass keeps a vocabulary term "
+        "only where Whisper scores the text with it at most this many nats below the text with what it reads "
+        "there without the vocabulary (unset: terms are not checked; docs/eval.md, issue 35).",
+    )
     device: str = Field("cpu", description="torch device for the decoder: cpu, cuda or cuda:N.")
     torch_threads: int = Field(1, ge=1, le=64, description="torch intra-op threads of the decode worker.")
     cache_dir: Path = Field(REPO_ROOT / "var" / "cache", description="Compiled vocabulary graphs on disk.")
@@ -165,6 +172,18 @@ class Settings(BaseSettings):
         description="Meeting-view sockets from one client address on this replica (an office or a NAT may "
         "share one).",
     )
+    max_draft_chars_per_user: int = Field(
+        1_000_000,
+        ge=100_000,
+        description="Characters of dictation notes one user may keep on the server, all notes together (ten "
+        "full notes of 100,000); a save beyond it is refused with 413 quota_exceeded.",
+    )
+    anonymous_requests_per_minute: int = Field(
+        30,
+        ge=1,
+        description="Requests per client address per minute to the routes that need no login besides the "
+        "login itself (opening a view-only link, checking and accepting an invite); beyond, 429.",
+    )
     max_http_requests: int = Field(
         100,
         ge=1,
@@ -230,6 +249,13 @@ class Settings(BaseSettings):
         description="How vocabularies compile: case-insensitive BPE graph (TurboBias 2.0, default), NeMo's "
         "case-sensitive tree, or one arc per character (character-vocabulary models).",
     )
+    biasing_evidence_margin: float | None = Field(
+        None,
+        ge=0,
+        description="Beam search adds a vocabulary boost to a label only where the model's own score of it "
+        "is within this many nats of its best label: a term is favoured where the audio makes it plausible, "
+        "not pulled in against it (unset: every label; docs/eval.md, issue 35).",
+    )
     biasing_tau: float = Field(
         2.0,
         ge=0,
@@ -294,7 +320,9 @@ def engine_config(settings: Settings, **overrides: Any) -> EngineConfig:
         "final_pass_model": settings.final_pass_model,
         "final_pass_beam_size": settings.final_pass_beam_size,
         "final_pass_alpha": settings.final_pass_alpha,
+        "final_pass_term_deficit": settings.final_pass_term_deficit,
         "int8_encoder": settings.engine_int8_encoder,
+        "biasing_evidence_margin": settings.biasing_evidence_margin,
     }
     unknown = set(overrides) - set(served)
     if unknown:

@@ -14,7 +14,9 @@ in memory, whoever sends it: an anonymous 256 MB login body costs the server not
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 from backend.api.drafts import MAX_DRAFT_BODY_BYTES
 from backend.api.errors import ApiError, error_response
 from backend.config import Settings
+from backend.ratelimit import SlidingWindow
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -33,6 +36,8 @@ ANONYMOUS_ROUTES = frozenset(
     {"/api/auth/login", "/api/invites/check", "/api/invites/accept", "/api/viewer-links/open"}
 )
 """The routes that need no login: their bodies are a token or a username and password."""
+RATE_LIMITED_ROUTES = frozenset({"/api/invites/check", "/api/invites/accept", "/api/viewer-links/open"})
+"""The no-login routes besides the login itself (which limits its failures, ``backend.security``)."""
 UPLOAD_ROUTES = re.compile(r"/api/vocabularies/\d+/(?:terms|import)")
 DRAFT_ROUTES = re.compile(r"/api/drafts/\d+")
 PROBES = frozenset({"/healthz", "/readyz"})
@@ -132,3 +137,26 @@ class RequestConcurrency:
             await self.app(scope, receive, send)
         finally:
             self.active -= 1
+
+
+class ClientRateLimit:
+    """At most ``per_minute`` requests per client address (the TCP peer, or what a trusted proxy says) to
+    ``RATE_LIMITED_ROUTES`` within a minute; beyond, 429 ``rate_limited`` with ``Retry-After``. Refused
+    before anything is read or looked up, so a flood costs little."""
+
+    def __init__(self, app: ASGIApp, per_minute: int) -> None:
+        self.app = app
+        self.per_minute = per_minute
+        self.window = SlidingWindow(60.0)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in RATE_LIMITED_ROUTES:
+            client = scope["client"][0] if scope.get("client") else "-"
+            now = time.monotonic()
+            if self.window.recent(client, now) >= self.per_minute:
+                wait_s = str(math.ceil(self.window.retry_after_s(client, now)) or 1)
+                limited = ApiError(429, "rate_limited", "too many requests from your address; wait a minute")
+                await error_response(limited, {"retry-after": wait_s})(scope, receive, send)
+                return
+            self.window.add(client, now)
+        await self.app(scope, receive, send)

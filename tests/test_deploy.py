@@ -461,6 +461,15 @@ def test_nginx_body_caps_match_the_apps(tmp_path: Path) -> None:
         assert "proxy_pass http://$captions_upstream" in locations[where], where
 
 
+def test_nginx_rate_limits_the_no_login_routes_as_the_app_does(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    rate = f"rate={settings.anonymous_requests_per_minute}r/m"
+    assert f"limit_req_zone $binary_remote_addr zone=anonymous_per_address:10m {rate}" in _nginx_directives()
+    anonymous = _nginx_locations()["~ ^/api/(auth/login|invites/check|invites/accept|viewer-links/open)$"]
+    assert "limit_req zone=anonymous_per_address burst=10 nodelay" in anonymous
+    assert "limit_req_status 429" in anonymous
+
+
 def test_nginx_caps_meeting_views_per_address_as_the_app_does(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert "limit_conn_zone $binary_remote_addr zone=viewers_per_address:10m" in _nginx_directives()

@@ -93,3 +93,45 @@ def test_viewer_link_labels_are_validated_like_speaker_names(server: LiveServer,
     assert refused.json()["error"]["errors"][0]["field"] == "label"
     made = admin.post(f"/api/meetings/{meeting_id}/viewer-links", json={"label": "  Café   gallery "})
     assert made.status_code == 201 and made.json()["link"]["label"] == "Café gallery"
+
+
+def test_dictation_notes_have_a_per_user_quota(tmp_path: Path) -> None:
+    """The probe stored 30 notes of 100,000 characters in 0.9 s; now a user's notes hold at most
+    ``max_draft_chars_per_user`` characters together (here 250,000: two full notes and a half)."""
+    settings = make_settings(tmp_path, max_draft_chars_per_user=250_000)
+    with LiveServer(settings, FakeEngine()) as live:
+        admin = login(live.base_url)
+        nurse, _ = new_member(live, admin, "nurse")
+        other, _ = new_member(live, admin, "other")
+        notes = [nurse.post("/api/dictations", json={}).json()["meeting"]["id"] for _ in range(4)]
+        full = "a" * 100_000
+        assert [nurse.put(f"/api/drafts/{i}", json={"text": full}).status_code for i in notes[:2]] == [
+            200
+        ] * 2
+        over = nurse.put(f"/api/drafts/{notes[2]}", json={"text": full})
+        assert over.status_code == 413
+        assert over.json()["error"]["code"] == "quota_exceeded"
+        assert over.json()["error"]["errors"] == [
+            {"field": "text", "reason": "quota", "max_chars_total": 250_000}
+        ]
+        assert nurse.put(f"/api/drafts/{notes[2]}", json={"text": "b" * 50_000}).status_code == 200
+        assert (
+            nurse.put(f"/api/drafts/{notes[0]}", json={"text": "c" * 100_000}).status_code == 200
+        )  # a rewrite
+        assert nurse.put(f"/api/drafts/{notes[0]}", json={"text": ""}).status_code == 200  # deleting frees it
+        assert nurse.put(f"/api/drafts/{notes[3]}", json={"text": full}).status_code == 200
+        mine = other.post("/api/dictations", json={}).json()["meeting"]["id"]
+        assert other.put(f"/api/drafts/{mine}", json={"text": full}).status_code == 200  # per user
+
+
+@pytest.mark.parametrize("path", ["/api/viewer-links/open", "/api/invites/check", "/api/invites/accept"])
+def test_the_no_login_routes_are_rate_limited_per_client(tmp_path: Path, path: str) -> None:
+    settings = make_settings(tmp_path, anonymous_requests_per_minute=5)
+    with LiveServer(settings, FakeEngine()) as live, httpx.Client(base_url=live.base_url) as client:
+        body = {"token": "guess", "password": "long enough password"}
+        statuses = [client.post(path, json=body).status_code for _ in range(7)]
+        assert statuses[:5] != [429] * 5 and statuses[5:] == [429, 429]
+        limited = client.post(path, json=body)
+        assert limited.json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(limited.headers["retry-after"]) <= 60
+        assert client.get("/healthz").status_code == 200

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -92,18 +92,27 @@ async def put_draft(request: Request) -> JSONResponse:
     responses:
       200: {description: "{draft} ({draft: null} after an empty text)"}
       404: {description: no such dictation of yours}
-      413: {description: "note longer than 100,000 characters (code too_large, errors: [{field: text}])"}
+      413: {description: "note longer than 100,000 characters (code too_large, errors: [{field: text}]), or
+        the user's notes would exceed their quota (code quota_exceeded)"}
     """
     principal = await require_user(request)
     meeting_id = path_int(request, "meeting_id")
     text = field(await json_body(request), "text", str)
     if len(text) > MAX_DRAFT_CHARS:
         raise _too_large()
+    quota = services(request).settings.max_draft_chars_per_user
     async with services(request).db.session() as db:
         await _own_dictation(db, meeting_id, principal)
         if not text.strip():
             await db.execute(delete(DictationDraft).where(DictationDraft.meeting_id == meeting_id))
             return JSONResponse({"draft": None})
+        if await _chars_elsewhere(db, principal.user_id, meeting_id) + len(text) > quota:
+            raise ApiError(
+                413,
+                "quota_exceeded",
+                f"your notes may hold {quota:,} characters in all; delete older ones first",
+                [{"field": "text", "reason": "quota", "max_chars_total": quota}],
+            )
         row = await db.get(DictationDraft, meeting_id)
         if row is None:
             row = DictationDraft(meeting_id=meeting_id, user_id=principal.user_id, text=text)
@@ -111,6 +120,16 @@ async def put_draft(request: Request) -> JSONResponse:
         row.text, row.updated_at = text, utcnow()
         await db.flush()
         return JSONResponse({"draft": draft_dict(row)})
+
+
+async def _chars_elsewhere(db: AsyncSession, user_id: int, meeting_id: int) -> int:
+    """Characters of the user's notes other than the one of ``meeting_id``."""
+    total = await db.execute(
+        select(func.coalesce(func.sum(func.length(DictationDraft.text)), 0)).where(
+            DictationDraft.user_id == user_id, DictationDraft.meeting_id != meeting_id
+        )
+    )
+    return int(total.scalar_one())
 
 
 def _too_large() -> ApiError:
