@@ -54,6 +54,7 @@ async def admit(websocket: WebSocket, svc: Services) -> Admission | None:
         await websocket.close(code=1008)
         return None
     settings = svc.settings
+    await svc.persist.recheck()
     if not svc.accepting_sessions() or not svc.hub.slots.try_take(
         admission.user_id, settings.max_sessions, settings.max_sessions_per_user
     ):

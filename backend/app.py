@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy.exc import OperationalError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -19,7 +20,13 @@ from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, drafts, live, meeting_view, meetings, users, vocabularies
-from backend.api.errors import ApiError, api_error_handler, engine_unavailable_handler, http_error_handler
+from backend.api.errors import (
+    ApiError,
+    api_error_handler,
+    engine_unavailable_handler,
+    http_error_handler,
+    storage_unavailable_handler,
+)
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.engine.contract import CaptionEngine
@@ -71,6 +78,7 @@ async def readyz(request: Request) -> JSONResponse:
     responses: {200: {description: ready}, 503: {description: "not ready; checks say why"}}
     """
     svc: Services = request.app.state.services
+    await svc.persist.recheck()
     checks = svc.readiness() | {"database": await svc.db.ping()}
     return JSONResponse(
         {"ready": all(checks.values()), "checks": checks}, status_code=200 if all(checks.values()) else 503
@@ -197,5 +205,6 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
             ApiError: api_error_handler,
             HTTPException: http_error_handler,
             EngineUnavailable: engine_unavailable_handler,
+            OperationalError: storage_unavailable_handler,
         },
     )

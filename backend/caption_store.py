@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 
 from backend import resume
 from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, utcnow
@@ -127,6 +127,27 @@ class CaptionStore:
             stored = select(CaptionSegment).where(CaptionSegment.session_id == row.id)
             segments = list((await db.execute(stored.order_by(CaptionSegment.seq))).scalars())
         return OpenedSession(row.id, token, generation, row.audio_offset_s, segments)
+
+    async def probe(self, session_id: str, meeting_id: int) -> None:
+        """Write a caption row of the session and roll it back: raises while captions cannot be stored
+        (a full disk, a lost database)."""
+        async with self._db.engine.connect() as connection:
+            transaction = await connection.begin()
+            try:
+                await connection.execute(
+                    insert(CaptionSegment).values(
+                        meeting_id=meeting_id,
+                        session_id=session_id,
+                        seq=0,
+                        text="",
+                        start_s=0.0,
+                        end_s=0.0,
+                        words=[],
+                        matched_terms=[],
+                    )
+                )
+            finally:
+                await transaction.rollback()
 
     async def store(
         self, session_id: str, generation: int, fields: dict[str, Any], audio_end_s: float

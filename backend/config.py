@@ -134,6 +134,12 @@ class Settings(BaseSettings):
     persist_not_ready_s: float = Field(
         30.0, gt=0, description="How long a failed caption write keeps /readyz false, unless one succeeds, s."
     )
+    persist_probe_interval_s: float = Field(
+        1.0,
+        gt=0,
+        description="While a failed caption write keeps the replica not ready, how often the write is tried "
+        "again (not kept) so a freed disk is noticed at once, s.",
+    )
     max_json_depth: int = Field(
         32, ge=4, le=256, description="Deepest nesting of arrays and objects accepted in client JSON."
     )

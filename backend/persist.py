@@ -30,26 +30,53 @@ class PersistFailed(RuntimeError):
 @dataclass
 class PersistHealth:
     """When storing a caption last failed (monotonic seconds; None: the last attempt succeeded), and how
-    long (``not_ready_s``) a failure keeps the replica not ready."""
+    long (``not_ready_s``) a failure keeps the replica not ready. ``probe`` tries the failed write again
+    without keeping it; ``recheck`` runs it at most every ``probe_interval_s`` while unhealthy."""
 
     not_ready_s: float = 30.0
+    probe_interval_s: float = 1.0
     failed_at: float | None = None
+    probe: Callable[[], Awaitable[None]] | None = None
+    probed_at: float = 0.0
 
     def healthy(self) -> bool:
-        """False for ``not_ready_s`` after a failure, unless a caption was stored since."""
+        """False for ``not_ready_s`` after a failure, unless a caption (or the probe) was written since."""
         return self.failed_at is None or time.monotonic() - self.failed_at > self.not_ready_s
+
+    async def recheck(self) -> None:
+        """While unhealthy, try the probe (at most every ``probe_interval_s``): healthy again as soon as the
+        database takes a caption again (the disk was freed), not only ``not_ready_s`` later. Sessions are
+        refused meanwhile, so no caption could otherwise prove it (issue 36: ~28 s of 503s after a freed
+        disk)."""
+        now = time.monotonic()
+        if self.healthy() or self.probe is None or now - self.probed_at < self.probe_interval_s:
+            return
+        self.probed_at = now
+        try:
+            await self.probe()
+        except (SQLAlchemyError, OSError) as exc:
+            log.info("persist_probe_failed", error=type(exc).__name__)
+            return
+        log.info("persist_recovered")
+        self.failed_at, self.probe = None, None
 
 
 async def with_retries(
-    health: PersistHealth, failures: Any, store: Callable[[], Awaitable[T]], attempts: int
+    health: PersistHealth,
+    failures: Any,
+    store: Callable[[], Awaitable[T]],
+    attempts: int,
+    probe: Callable[[], Awaitable[None]] | None = None,
 ) -> T:
     """``await store()``, tried ``attempts`` times on database and OS errors; ``failures`` is the metric
-    counted per failure. PersistFailed after the last attempt."""
+    counted per failure; ``probe`` (a write like ``store``'s, not kept) lets ``health`` see the recovery.
+    PersistFailed after the last attempt."""
     for attempt in range(1, attempts + 1):
         try:
             result = await store()
         except (SQLAlchemyError, OSError) as exc:
             health.failed_at = time.monotonic()
+            health.probe = probe
             failures.inc()
             log.error("persist_failed", attempt=attempt, error=f"{type(exc).__name__}: {exc}"[:300])
             if attempt == attempts:

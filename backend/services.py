@@ -46,7 +46,10 @@ class Services:
 
     def __post_init__(self) -> None:
         self.hub = LiveHub(self.db, self.engine, self.engine_started)
-        self.persist = PersistHealth(not_ready_s=self.settings.persist_not_ready_s)
+        self.persist = PersistHealth(
+            not_ready_s=self.settings.persist_not_ready_s,
+            probe_interval_s=self.settings.persist_probe_interval_s,
+        )
         settings = self.settings
         self.passwords = PasswordWorker(settings.password_hash_threads, settings.password_hash_queue)
 

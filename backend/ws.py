@@ -437,7 +437,11 @@ class CaptionSession:
         svc = self.svc
         try:
             segment = await with_retries(
-                svc.persist, svc.metrics.persist_failures, store_once, svc.settings.persist_attempts
+                svc.persist,
+                svc.metrics.persist_failures,
+                store_once,
+                svc.settings.persist_attempts,
+                probe=lambda: self._store.probe(self.session_id, self.meeting_id),
             )
         except Superseded:
             self._superseded()  # the new connection's client sends this audio again

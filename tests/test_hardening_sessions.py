@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from sqlalchemy import event
+from websockets.exceptions import InvalidStatus
 
 from tests.support.fake_engine import FakeEngine, chunk
 from tests.support.server import LiveServer, make_settings
@@ -79,3 +84,66 @@ async def test_audio_s_is_bounded_by_the_sessions_age(server: LiveServer) -> Non
     await near.send(json.dumps({"type": "stop"}))
     (final,) = finals(await asyncio.wait_for(collect(near), 10))
     assert (final["start_s"], final["end_s"]) == (1.12, 2.24)
+
+
+class FullDisk:
+    """Every write of the server's database fails as SQLite fails on a full disk, until ``free()``."""
+
+    def __init__(self, server: LiveServer) -> None:
+        self.engine = server.services.db.engine.sync_engine
+        event.listen(self.engine, "before_cursor_execute", self._refuse_writes)
+
+    @staticmethod
+    def _refuse_writes(*args: object) -> None:
+        statement = str(args[2]).lstrip().upper()
+        if statement.startswith(("INSERT", "UPDATE", "DELETE")):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    def free(self) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._refuse_writes)
+
+
+async def test_a_full_disk_is_a_typed_503_and_sessions_resume_as_soon_as_it_is_freed(
+    server: LiveServer,
+) -> None:
+    """A REST write on a full disk was a plain 500; after the disk was freed, handshakes stayed 503 for
+    ~28 s (nothing could store the caption that would have proved it). Now: 503 ``storage_unavailable``
+    with Retry-After, and a session resumes within a couple of seconds of the disk being freed."""
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    ready = await start(ws)
+    for sample in (81, 0):
+        await ws.send(chunk(sample))
+    while json.loads(await ws.recv())["type"] != "final":
+        pass
+    disk = FullDisk(server)
+    for sample in (82, 0):
+        await ws.send(chunk(sample))
+    failed = await asyncio.wait_for(collect(ws), 15)
+    assert failed[-1]["code"] == "storage_unavailable" and ws.close_code == 1013
+
+    refused = api.post("/api/meetings", json={"title": "On a full disk"})
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "storage_unavailable"
+    assert refused.headers["retry-after"] == "5"
+    readyz = httpx.get(server.base_url + "/readyz")
+    assert readyz.status_code == 503 and readyz.json()["checks"]["persisting"] is False
+
+    disk.free()
+    freed_at = time.monotonic()
+    while True:
+        try:
+            again = await open_ws(server, ticket(api, meeting_id))
+            break
+        except InvalidStatus as exc:
+            assert exc.response.status_code == 503
+            assert time.monotonic() - freed_at < 5, "handshakes still refused after the disk was freed"
+            await asyncio.sleep(0.2)
+    resumed = await start(again, resume_token=ready["resume_token"], last_seq=1, audio_s=2.24)
+    assert resumed["resume_from_s"] == 1.12
+    for sample in (82, 0):
+        await again.send(chunk(sample))
+    await again.send(json.dumps({"type": "stop"}))
+    assert [(m["seq"], m["text"]) for m in finals(await collect(again))] == [(2, "word82")]
+    assert persisted(server) == [(1, "word81"), (2, "word82")]
+    assert httpx.get(server.base_url + "/readyz").status_code == 200

@@ -9,6 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from backend import jsonlimits
+from backend.logs import get_logger
+
+log = get_logger(__name__)
 
 
 class ApiError(Exception):
@@ -78,3 +81,13 @@ def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], requir
 
 async def engine_unavailable_handler(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"error": {"code": "engine_unavailable", "message": str(exc)}}, status_code=503)
+
+
+async def storage_unavailable_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """The database refused an operation (disk full, locked, connection lost): a typed 503 the client may
+    retry, not a 500."""
+    log.error("storage_unavailable", error=f"{type(exc).__name__}: {exc}"[:300])
+    unavailable = ApiError(
+        503, "storage_unavailable", "the server cannot store or read data right now; retry"
+    )
+    return error_response(unavailable, {"retry-after": "5"})
