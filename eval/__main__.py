@@ -63,6 +63,29 @@ def make_set(args: argparse.Namespace) -> int:
     return 0
 
 
+def make_term_free(args: argparse.Namespace) -> int:
+    from eval.sources import load_pools
+    from eval.term_free import build_items, build_lists, write_term_free_set
+
+    real = None if str(args.real) == "none" else args.real
+    if real is not None and not real.is_file():
+        raise SystemExit(f"{args.real} not found: build it with python -m training.real_data --out ...")
+    items = build_items(args.meeting, args.general, args.seed, real)
+    lists = build_lists(load_pools(), args.seed, [item.text for item in items])
+    if args.dry_run:
+        print(json.dumps({"items": [item.text for item in items], **lists}, indent=1))
+        return 0
+    manifest = write_term_free_set(args.out, items, lists, args.seed)
+    entries = [json.loads(line) for line in manifest.read_text().splitlines()]
+    words = sum(len(e["text"].split()) for e in entries)
+    sizes = ", ".join(f"{name} {len(ids)}" for name, ids in lists["lists"].items())
+    print(
+        f"{manifest}: {len(entries)} utterances, {sum(e['duration'] for e in entries) / 60:.1f} min, "
+        f"{words} words, no term spoken; lists: {sizes}"
+    )
+    return 0
+
+
 def served_engine_config(args: argparse.Namespace) -> EngineConfig:
     """The service's engine configuration (``CAPTIONS_*`` settings) for ``args.model``, with the engine
     flags that were given replacing the served values."""
@@ -82,6 +105,8 @@ def served_engine_config(args: argparse.Namespace) -> EngineConfig:
         "final_pass": getattr(args, "final_pass", None),
         "final_pass_alpha": getattr(args, "final_pass_alpha", None),
         "final_pass_beam_size": getattr(args, "final_pass_beam", None),
+        "biasing_evidence_margin": getattr(args, "evidence_margin", None),
+        "final_pass_term_deficit": getattr(args, "term_deficit", None),
     }
     overrides = {name: value for name, value in flags.items() if value is not None}
     if args.lm is not None:
@@ -119,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
         _floats(args.chunk),
         _floats(args.tau) if args.tau is not None else [base.biasing_tau],
         _floats(args.alpha) if args.alpha is not None else [base.biasing_alpha],
+        _floats(args.weight) if args.weight is not None else [None],
+        modes=eval_set.modes(),
     )
     audio_s = sum(item.duration_s for item in eval_set.items)
     print(f"{len(eval_set.items)} utterances ({audio_s / 60:.1f} min), {len(configs)} configurations")
@@ -220,11 +247,30 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     )
     make.add_argument("--dry-run", action="store_true", help="print the set as JSON; no audio")
     make.set_defaults(func=make_set)
+    tf = sub.add_parser(
+        "make-term-free", help="term-free speech (real + held-out festival) and realistic lists never spoken"
+    )
+    tf.add_argument("--out", type=Path, required=True, help="output directory")
+    tf.add_argument("--seed", type=int, default=0)
+    tf.add_argument("--meeting", type=int, default=90, help="earnings/clinical sentences, ordinary words")
+    tf.add_argument("--general", type=int, default=90, help="held-out WordNet/fortune sentences")
+    tf.add_argument(
+        "--real",
+        type=Path,
+        default=Path("training/work/real/manifest.json"),
+        help="real speech manifest (python -m training.real_data); 'none' to leave real speech out",
+    )
+    tf.add_argument("--dry-run", action="store_true", help="print the sentences and lists; no audio")
+    tf.set_defaults(func=make_term_free)
     r = sub.add_parser("run", help="decode a manifest for every configuration and score it")
     r.add_argument("--manifest", type=Path, required=True)
     r.add_argument("--lists", type=Path, default=None, help="lists.json (default: next to the manifest)")
     r.add_argument("--model", type=Path, required=True, help=".nemo Transducer")
-    r.add_argument("--biasing", default="none,local,global,full", help="none,local,global,full")
+    r.add_argument(
+        "--biasing",
+        default="none,local,global,full",
+        help="none, or the set's list modes: local,global,full (make-set), the list names (make-term-free)",
+    )
     r.add_argument("--casing", default="lower,cased,insensitive", help="lower,cased,insensitive")
     r.add_argument("--decoding", default="greedy", help="greedy,beam")
     r.add_argument("--chunk", default="1.12", help="chunk seconds, e.g. 0.56,1.12")
@@ -232,6 +278,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         "--tau", default=None, help="potential spreading of the case-insensitive graph (default: service's)"
     )
     r.add_argument("--alpha", default=None, help="biasing weight(s) (default: the service's)")
+    r.add_argument(
+        "--weight",
+        default=None,
+        help="term weight(s) given to every term of the lists, as a user sets them (default: none given)",
+    )
     r.add_argument("--limit", type=int, default=None, help="only the first N utterances")
     # Every engine setting defaults to what the service runs with (CAPTIONS_* settings), so a run with
     # defaults measures what users get; each flag overrides one of them.
@@ -251,6 +302,18 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--final-pass-alpha", type=float, default=None, help="vocabulary weight, second pass")
     r.add_argument("--final-pass-beam", type=int, default=None, help="beams of the second pass")
+    r.add_argument(
+        "--term-deficit",
+        type=float,
+        default=None,
+        help="second pass: a term stays only within this many nats of the unboosted reading (service's)",
+    )
+    r.add_argument(
+        "--evidence-margin",
+        type=float,
+        default=None,
+        help="beam search boosts a label only within this many nats of the model's best label (service's)",
+    )
     r.add_argument("--left-context", type=float, default=None, help="s re-encoded before each chunk")
     r.add_argument("--right-context", type=float, default=None, help="s of look-ahead")
     r.add_argument("--out", type=Path, default=Path("var/eval/run"), help="results directory")

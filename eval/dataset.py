@@ -69,7 +69,7 @@ def read_16k(path: Path) -> np.ndarray:
     return audio
 
 
-def _finish(audio: np.ndarray) -> np.ndarray:
+def level_and_pad(audio: np.ndarray) -> np.ndarray:
     """Fixed padding and peak level (no random augmentation: the set must be reproducible)."""
     pad = np.zeros(round(PAD_S * SAMPLE_RATE_HZ), dtype=np.float32)
     peak = float(np.abs(audio).max()) or 1.0
@@ -107,7 +107,7 @@ def write_set(context_set: ContextSet, out_dir: Path, train_text: Path | None) -
     entries = []
     for utterance in context_set.utterances:
         raw = wav_dir / f"{utterance.utt_id}.raw.wav"
-        audio = _finish(read_16k(raw))
+        audio = level_and_pad(read_16k(raw))
         raw.unlink()
         wav_rel = f"wav/{utterance.utt_id}.wav"
         sf.write(str(out_dir / wav_rel), audio, SAMPLE_RATE_HZ, subtype="PCM_16")
@@ -133,7 +133,7 @@ class EvalItem:
     duration_s: float
     text: str
     group: str
-    lists: dict[str, str | None]  # "local" / "global" / "full" -> list id (None: no list for this utterance)
+    lists: dict[str, str | None]  # mode ("local", "global", "full", or a term-free set's list) -> list id
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,10 @@ class EvalSet:
         """The term strings of a list: ``casing`` "display" (target-cased) or "typed" (lower case)."""
         texts = [self.terms[tid]["display"] for tid in self.lists[list_id]]
         return texts if casing == "display" else [t.lower() for t in texts]
+
+    def modes(self) -> set[str]:
+        """The biasing modes some item has a list for (``--biasing`` may name these and "none")."""
+        return {mode for item in self.items for mode, list_id in item.lists.items() if list_id is not None}
 
     def keywords(self, casing: str) -> list[str]:
         """Every term of the set (the keyword list of the F-score), display or lower case, de-duplicated."""
@@ -176,7 +180,7 @@ def load_set(manifest: Path, lists_json: Path | None = None, limit: int | None =
                 duration_s=float(entry["duration"]),
                 text=entry["text"],
                 group=entry.get("group", ""),
-                lists={mode: entry.get(f"{mode}_list") for mode in ("local", "global", "full")},
+                lists={k.removesuffix("_list"): v for k, v in entry.items() if k.endswith("_list")},
             )
         )
     if limit is not None:

@@ -161,7 +161,7 @@ class ContextSet:
         }
 
 
-class _Picker:
+class TermPicker:
     """Draws fresh terms from the pools; no rare word is used by two terms (keeps n-gram keywords apart)."""
 
     def __init__(self, pools: RarePools, rng: random.Random) -> None:
@@ -212,7 +212,7 @@ def _group_sizes(count: int) -> list[int]:
 class _Builder:
     def __init__(self, pools: RarePools, seed: int, voices: tuple[str, ...]) -> None:
         self.rng = random.Random(seed)
-        self.picker = _Picker(pools, self.rng)
+        self.picker = TermPicker(pools, self.rng)
         self.voices = voices
         self.result = ContextSet(seed=seed)
         self.texts: set[str] = set()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.dataset import EvalSet
-from eval.metrics import score
+from eval.metrics import normalize, score
 from eval.runner import RunOutput
 
 COLUMNS = (
@@ -33,6 +33,10 @@ COLUMNS = (
     "utterances",
     "skipped",
     "fscore_shown",
+    "weight",
+    "words",
+    "false_alarms",
+    "fa_per_1k",
 )
 
 
@@ -57,6 +61,15 @@ class Row:
     utterances: int
     skipped: str | None
     fscore_shown: float = math.nan  # F cased after the service's display-form rewrite (what captions show)
+    weight: float | None = None  # every term's weight (None: not given)
+    words: int = 0  # reference words
+    false_alarms: int = 0  # terms in the hypotheses where the reference has none (keyword fp)
+    fa_per_1k: float = math.nan  # false alarms per 1,000 reference words
+
+    @property
+    def comparable(self) -> tuple[str, float]:
+        """Rows with the same key differ only in their list: the no-list row is their WER baseline."""
+        return (self.decoding, self.chunk_s)
 
 
 def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
@@ -70,6 +83,7 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
         chunk_s=config.chunk_s,
         tau=config.tau,
         alpha=config.alpha,
+        weight=config.weight,
     )
     if output.skipped is not None:
         nan = math.nan
@@ -88,6 +102,7 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
     refs = [item.text for item in eval_set.items]
     scores = score(refs, list(output.hyps), eval_set.keywords("display"))
     shown = score(refs, shown_hyps(output.hyps, eval_set, config.biasing), eval_set.keywords("display"))
+    words = sum(len(normalize(ref).split()) for ref in refs)
     return Row(
         **base,
         precision=100 * scores.lower.precision,
@@ -100,6 +115,9 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
         vocab_s=output.vocab_wall_s,
         utterances=len(output.hyps),
         skipped=None,
+        words=words,
+        false_alarms=scores.lower.fp,
+        fa_per_1k=1000 * scores.lower.fp / max(1, words),
     )
 
 
@@ -154,12 +172,19 @@ def _cell(value: Any) -> str:
 def table(rows: Sequence[Row]) -> str:
     """A Markdown table (readable as plain text too)."""
     cols = (
-        "config", "precision", "recall", "fscore", "fscore_cased", "fscore_shown", "wer", "rtfx", "vocab_s"
+        "config", "precision", "recall", "fscore", "fscore_cased", "fscore_shown", "wer", "wer_change",
+        "fa_per_1k", "rtfx", "vocab_s",
     )  # fmt: skip
-    heads = ("configuration", "P", "R", "F", "F cased", "F shown", "WER %", "RTFx", "lists s")
+    heads = (
+        "configuration", "P", "R", "F", "F cased", "F shown", "WER %", "WER +", "FA /1k words", "RTFx",
+        "lists s",
+    )  # fmt: skip
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
+    baselines = {row.comparable: row.wer for row in rows if row.biasing == "none" and not row.skipped}
     for row in rows:
         values = asdict(row)
+        baseline = baselines.get(row.comparable)
+        values["wer_change"] = row.wer - baseline if baseline is not None and row.biasing != "none" else None
         cells = [_cell(values[c]) for c in cols]
         if row.skipped:
             cells = [row.config, f"skipped: {row.skipped}"] + [""] * (len(cols) - 2)

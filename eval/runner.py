@@ -24,6 +24,7 @@ import soundfile as sf
 
 from backend.engine import Engine, EngineConfig, StreamOptions, VocabularyHandle
 from biasing.graph import GraphMode, GraphParams
+from biasing.terms import Term
 from eval.dataset import EvalItem, EvalSet
 
 BIASING_MODES = ("none", "local", "global", "full")
@@ -38,7 +39,8 @@ SAMPLE_RATE_HZ = 16000
 @dataclass(frozen=True)
 class RunConfig:
     """One point of the sweep. ``casing``/``alpha`` are None without biasing; ``tau`` is None unless the
-    graph is the case-insensitive one (the tree ignores it)."""
+    graph is the case-insensitive one (the tree ignores it); ``weight`` is every term's weight (None: the
+    default weight, as a list typed without weights)."""
 
     biasing: str
     casing: str | None
@@ -46,6 +48,7 @@ class RunConfig:
     chunk_s: float
     tau: float | None
     alpha: float | None
+    weight: float | None = None
 
     @property
     def name(self) -> str:
@@ -57,6 +60,8 @@ class RunConfig:
             parts.append(f"tau={self.tau:g}")
         if self.alpha is not None:
             parts.append(f"alpha={self.alpha:g}")
+        if self.weight is not None:
+            parts.append(f"weight={self.weight:g}")
         return "/".join(parts)
 
     def graph_params(self) -> GraphParams:
@@ -78,11 +83,15 @@ def expand_configs(
     chunks_s: Sequence[float],
     taus: Sequence[float],
     alphas: Sequence[float],
+    weights: Sequence[float | None] = (None,),
+    modes: Iterable[str] = BIASING_MODES,
 ) -> list[RunConfig]:
-    """The distinct configurations of a sweep (no duplicates for parameters that do not apply)."""
+    """The distinct configurations of a sweep (no duplicates for parameters that do not apply); ``modes``:
+    the biasing modes the set has lists for ("none" is always allowed)."""
+    allowed = ("none", *sorted(set(modes) - {"none"}))
     for mode in biasing:
-        if mode not in BIASING_MODES:
-            raise ValueError(f"biasing must be among {BIASING_MODES}, got {mode!r}")
+        if mode not in allowed:
+            raise ValueError(f"biasing must be among {allowed}, got {mode!r}")
     for casing in casings:
         if casing not in CASINGS:
             raise ValueError(f"casing must be among {tuple(CASINGS)}, got {casing!r}")
@@ -97,7 +106,8 @@ def expand_configs(
                     tree = CASINGS[casing][1] is GraphMode.CASE_SENSITIVE_TREE
                     for tau in [None] if tree else taus:
                         for alpha in alphas:
-                            configs.append(RunConfig(mode, casing, decoding, chunk_s, tau, alpha))
+                            for weight in weights:
+                                configs.append(RunConfig(mode, casing, decoding, chunk_s, tau, alpha, weight))
     return list(dict.fromkeys(configs))
 
 
@@ -166,7 +176,9 @@ async def _load_lists(engine: Engine, eval_set: EvalSet, config: RunConfig) -> d
     for item in eval_set.items:
         list_id = _list_id(item, config.biasing)
         if list_id is not None and list_id not in handles:
-            handles[list_id] = await engine.load_vocabulary(eval_set.list_texts(list_id, casing))
+            texts = eval_set.list_texts(list_id, casing)
+            terms = texts if config.weight is None else [Term(text, config.weight) for text in texts]
+            handles[list_id] = await engine.load_vocabulary(terms)
     return handles
 
 

@@ -17,52 +17,15 @@ from __future__ import annotations
 
 import argparse
 import bz2
-import hashlib
 import pickle
 import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
-ALLOWED = re.compile(r"^[A-Za-z ,.?!'-]+$")
+from eval.sentences import clean, fortune_sentences, is_test, wordnet_sentences
+
 WORD = re.compile(r"[A-Za-z']+")
-WORDNET_DIR = Path("/usr/share/wordnet")
-FORTUNES_DIR = Path("/usr/share/games/fortunes")
-
-
-def clean(sentence: str, min_words: int = 4, max_words: int = 24) -> str | None:
-    """Normalise whitespace, capitalise, end with punctuation; None unless it passes the character filter."""
-    s = re.sub(r"\s+", " ", sentence.replace("`", "'").replace("--", ", ")).strip(" ,;:-")
-    if not s or not ALLOWED.match(s):
-        return None
-    s = re.sub(r"\s+([,.?!])", r"\1", s)
-    if s[-1] not in ".?!":
-        s += "."
-    s = s[0].upper() + s[1:]
-    n = len(s.split())
-    if n < min_words or n > max_words or re.search(r"[,.?!'-]{2,}|^'|\s'\s", s):
-        return None
-    return s
-
-
-def wordnet_sentences() -> Iterator[str]:
-    for pos in ("noun", "verb", "adj", "adv"):
-        for line in (WORDNET_DIR / f"data.{pos}").read_text(errors="ignore").splitlines():
-            if line.startswith("  ") or "|" not in line:
-                continue
-            gloss = line.split("|", 1)[1]
-            yield from re.findall(r'"([^"]+)"', gloss)
-            definition = re.sub(r'"[^"]*"', "", gloss).split(";")[0]
-            yield definition
-
-
-def fortune_sentences() -> Iterator[str]:
-    for path in sorted(FORTUNES_DIR.iterdir()):
-        if path.suffix or not path.is_file() or "off" in path.parts:
-            continue
-        for entry in path.read_text(errors="ignore").split("\n%\n"):
-            body = " ".join(line.strip() for line in entry.splitlines() if not line.strip().startswith("--"))
-            yield from re.split(r"(?<=[.?!])\s+", body)
 
 
 def generator_sentences(n: int, seed: int) -> Iterator[str]:
@@ -120,12 +83,6 @@ def excluded_words() -> set[str]:
     for brand in BRAND_DRUG_NAMES:
         words.update(WORD.findall(brand.lower()))
     return words
-
-
-def is_test(sentence: str, fraction: float) -> bool:
-    """Deterministic held-out split by sentence hash."""
-    h = int(hashlib.sha1(sentence.lower().encode()).hexdigest()[:8], 16)
-    return h / 0xFFFFFFFF < fraction
 
 
 def main() -> None:
