@@ -30,9 +30,9 @@ from backend.api.errors import (
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.engine.contract import CaptionEngine
-from backend.http_limits import BodyCaps, BodyLimit, ClientRateLimit, RequestConcurrency
+from backend.http_limits import BodyCaps, BodyLimit, ClientRateLimit, LoginGate, RequestConcurrency
 from backend.logs import configure_logging, get_logger
-from backend.security import LoginRateLimiter, SessionCodec
+from backend.security import DeviceCodec, LoginRateLimiter, SessionCodec
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
 from backend.viewer_ws import viewer_endpoint
 from backend.ws import websocket_endpoint
@@ -145,6 +145,13 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
     """The application. ``engine`` defaults to the real NeMo engine; tests may pass a double."""
     settings = settings or get_settings()
 
+    login_limiter = LoginRateLimiter(
+        settings.login_max_failures,
+        settings.login_window_s,
+        settings.login_max_failures_per_client,
+        settings.login_max_failures_per_user,
+    )
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
@@ -156,9 +163,8 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
             db=db,
             engine=asr,
             session_codec=SessionCodec(secret_key(settings), settings.session_max_age_s),
-            login_limiter=LoginRateLimiter(
-                settings.login_max_failures, settings.login_window_s, settings.login_max_failures_per_client
-            ),
+            login_limiter=login_limiter,
+            devices=DeviceCodec(secret_key(settings), settings.login_device_days * 86400),
             term_limits=TermLimits(max_terms=settings.max_terms_per_vocabulary),
         )
         # The model loads in the background: /healthz answers at once, /readyz once the engine is warm.
@@ -199,6 +205,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         middleware=[
             Middleware(RequestConcurrency, max_requests=settings.max_http_requests),
             Middleware(ClientRateLimit, per_minute=settings.anonymous_requests_per_minute),
+            Middleware(LoginGate, limiter=login_limiter),
             Middleware(BodyLimit, caps=BodyCaps.from_settings(settings)),
         ],
         exception_handlers={

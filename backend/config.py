@@ -110,7 +110,24 @@ class Settings(BaseSettings):
         "1-365).",
     )
     login_max_failures: int = Field(
-        5, ge=1, description="Failed logins for one username within login_window_s before it is blocked."
+        5,
+        ge=1,
+        description="Failed logins for one username from one client address (or one browser with the user's "
+        "device cookie) within login_window_s before that pair is blocked; other addresses are not.",
+    )
+    login_max_failures_per_user: int = Field(
+        100,
+        ge=1,
+        description="Failed logins for one username from all addresses without the user's device cookie "
+        "within login_window_s before new browsers are blocked for it (guessing from many addresses); a "
+        "browser that logged in as the user before keeps working.",
+    )
+    login_device_days: int = Field(
+        180,
+        ge=1,
+        le=730,
+        description="How long a browser is remembered after a successful login (the device cookie that lets "
+        "it in while its user is locked out elsewhere), days.",
     )
     login_max_failures_per_client: int = Field(
         20,

@@ -5,10 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import itertools
 import secrets
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +15,8 @@ from typing import TypeVar
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+from backend.ratelimit import SlidingWindow
 
 _hasher = PasswordHasher()
 T = TypeVar("T")
@@ -88,67 +88,104 @@ def csrf_matches(expected: str, given: str | None) -> bool:
     return bool(given) and hmac.compare_digest(expected, given or "")
 
 
+DEVICE_COOKIE = "captions_device"
+"""A browser that logged in as a user before: it keeps a path for the right password during a lock-out."""
+
+
+class DeviceCodec:
+    """Signs the device cookie: a username (case-folded) and a random device id, set at a successful login
+    (OWASP's device cookies: a known browser is not locked out with everyone else)."""
+
+    def __init__(self, secret_key: str, max_age_s: int) -> None:
+        self._serializer = URLSafeTimedSerializer(secret_key, salt="captions.device")
+        self.max_age_s = max_age_s
+
+    def dumps(self, username: str, device: str | None = None) -> str:
+        """The cookie for ``username``: ``device`` kept, or a new one."""
+        return self._serializer.dumps({"u": username.casefold(), "d": device or new_token(12)})
+
+    def device_of(self, value: str | None, username: str | None = None) -> str | None:
+        """The device id in a cookie that is genuine, recent and, when ``username`` is given, theirs."""
+        if not value:
+            return None
+        try:
+            data = self._serializer.loads(value, max_age=self.max_age_s)
+        except BadSignature:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("d"), str):
+            return None
+        if username is not None and data.get("u") != username.casefold():
+            return None
+        return data["d"]
+
+
 class LoginRateLimiter:
-    """Login attempts per username (``max_failures``) and per client address (``max_failures_per_client``,
-    by default 4x: several people may share an address) within ``window_s``; protects the password hashes.
+    """Failed logins within ``window_s``, counted so that nobody can lock somebody else out (OWASP
+    authentication guidance): per username and client address together (``max_failures``), per client
+    address (``max_failures_per_client``, any usernames, unknown ones too: several people may share an
+    address), and per username from every address (``max_failures_per_user``, against guessing from many
+    addresses). A browser with the user's device cookie (``DeviceCodec``) is counted on its own
+    (``max_failures``) and never locked by the others: the right password keeps working there.
 
     ``begin`` counts an attempt BEFORE the password is checked, with no ``await`` between the check and the
-    count, so concurrent attempts cannot all pass; ``succeeded`` takes the attempt back and clears the
-    username's failures. Unknown usernames count against the client address too. ``_attempts`` maps a key
-    to the monotonic times of its recent attempts (event-loop thread only); at ``max_keys`` keys, expired
-    ones and then the oldest tenth are dropped, so random usernames cannot grow it without bound.
-    """
+    count, so concurrent attempts cannot all pass; ``succeeded`` takes the attempt back and forgets the
+    pair's (or device's) failures. Event-loop thread only; memory bounded (``SlidingWindow``)."""
 
     def __init__(
         self,
         max_failures: int,
         window_s: float,
         max_failures_per_client: int | None = None,
+        max_failures_per_user: int | None = None,
         max_keys: int = 100_000,
     ) -> None:
         self.max_failures = max_failures
         self.max_failures_per_client = max_failures_per_client or 4 * max_failures
-        self.window_s = window_s
-        self.max_keys = max_keys
-        self._attempts: dict[str, deque[float]] = {}
+        self.max_failures_per_user = max_failures_per_user or 20 * max_failures
+        self._pairs = SlidingWindow(window_s, max_keys)  # "user|client" or "device:<id>"
+        self._clients = SlidingWindow(window_s, max_keys)
+        self._users = SlidingWindow(window_s, max_keys)
 
-    def _recent(self, key: str, now: float) -> deque[float]:
-        times = self._attempts.get(key)
-        if times is None:
-            if len(self._attempts) >= self.max_keys:
-                self._evict(now)
-            times = self._attempts[key] = deque()
-        while times and now - times[0] > self.window_s:
-            times.popleft()
-        return times
+    def client_locked(self, client: str) -> bool:
+        """The client address may not try again (before anything else is read of its request)."""
+        return self._clients.recent(client, time.monotonic()) >= self.max_failures_per_client
 
-    def _evict(self, now: float) -> None:
-        for key in [k for k, t in self._attempts.items() if not t or now - t[-1] > self.window_s]:
-            del self._attempts[key]
-        for key in list(itertools.islice(self._attempts, len(self._attempts) - self.max_keys * 9 // 10)):
-            del self._attempts[key]
-
-    def begin(self, username: str, client: str) -> bool:
-        """Count a login attempt; False (nothing counted) when the username or the client is blocked."""
+    def begin(self, username: str, client: str, device: str | None = None) -> bool:
+        """Count a login attempt; False (nothing counted) while the attempt's keys are locked."""
         now = time.monotonic()
-        by_user = self._recent(_user_key(username), now)
-        by_client = self._recent(f"client:{client}", now)
-        if len(by_user) >= self.max_failures or len(by_client) >= self.max_failures_per_client:
+        keys = self._keys(username, client, device)
+        if any(window.recent(key, now) >= limit for window, key, limit in keys):
             return False
-        by_user.append(now)
-        by_client.append(now)
+        for window, key, _limit in keys:
+            window.add(key, now)
         return True
 
-    def succeeded(self, username: str, client: str) -> None:
-        """The attempt was right: it is no failure, and the username's earlier failures are forgiven."""
-        self._attempts.pop(_user_key(username), None)
-        by_client = self._attempts.get(f"client:{client}")
-        if by_client:
-            by_client.pop()
+    def locked(self, username: str, client: str, device: str | None = None) -> bool:
+        """The next attempt with these keys would be refused."""
+        now = time.monotonic()
+        return any(
+            window.recent(key, now) >= limit for window, key, limit in self._keys(username, client, device)
+        )
+
+    def succeeded(self, username: str, client: str, device: str | None = None) -> None:
+        """The attempt was right: it is no failure, and the pair's (or device's) earlier ones are forgiven."""
+        for window, key, _limit in self._keys(username, client, device):
+            window.take_back(key)
+        self._pairs.forget(self._keys(username, client, device)[0][1])
+
+    def _keys(self, username: str, client: str, device: str | None) -> list[tuple[SlidingWindow, str, int]]:
+        user = _user_key(username)
+        if device is not None:
+            return [(self._pairs, f"device:{device}", self.max_failures)]
+        return [
+            (self._pairs, f"{user}|{client}", self.max_failures),
+            (self._clients, client, self.max_failures_per_client),
+            (self._users, user, self.max_failures_per_user),
+        ]
 
 
 def _user_key(username: str) -> str:
-    return "user:" + username[:256].casefold()  # no real username is that long; bounds the key's memory
+    return username[:256].casefold()  # no real username is that long; bounds the key's memory
 
 
 class PasswordBusy(RuntimeError):

@@ -18,7 +18,7 @@ from backend.live import LiveHub
 from backend.logs import get_logger
 from backend.metrics import Metrics
 from backend.persist import PersistHealth
-from backend.security import LoginRateLimiter, PasswordWorker, SessionCodec, hash_password
+from backend.security import DeviceCodec, LoginRateLimiter, PasswordWorker, SessionCodec, hash_password
 from biasing.terms import TermLimits
 
 log = get_logger(__name__)
@@ -37,6 +37,7 @@ class Services:
     engine: CaptionEngine
     session_codec: SessionCodec
     login_limiter: LoginRateLimiter
+    devices: DeviceCodec
     term_limits: TermLimits
     metrics: Metrics = field(default_factory=Metrics)
     hub: LiveHub = field(init=False)

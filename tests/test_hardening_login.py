@@ -139,3 +139,66 @@ def test_a_cookie_stops_working_after_logout(admin: TestClient) -> None:
     again = admin.post("/api/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD})
     assert again.status_code == 200
     assert admin.get("/api/auth/me").status_code == 200
+
+
+# ----- issue 36: nobody can lock somebody else out; a flood of refused logins is cheap ---------------------
+
+
+def right() -> dict[str, str]:
+    from tests.support.server import ADMIN_PASSWORD
+
+    return {"username": "admin", "password": ADMIN_PASSWORD}
+
+
+def from_address(client: httpx.Client, address: str, body: dict[str, str]) -> int:
+    return client.post("/api/auth/login", json=body, headers={"x-forwarded-for": address}).status_code
+
+
+@pytest.mark.slow
+def test_wrong_passwords_from_one_address_do_not_lock_the_user_out_elsewhere(tmp_path: Path) -> None:
+    """Five wrong passwords from anywhere used to lock any username, the admin's included, for 300 s."""
+    settings = make_settings(tmp_path, trusted_proxies="127.0.0.1")
+    with LiveServer(settings, FakeEngine()) as server, httpx.Client(base_url=server.base_url) as client:
+        assert [from_address(client, "10.0.0.66", wrong()) for _ in range(7)] == [401] * 5 + [429] * 2
+        assert from_address(client, "10.0.0.66", right()) == 429  # that address is locked for admin
+        assert from_address(client, "10.0.0.2", right()) == 200  # the admin at their own desk is not
+
+
+@pytest.mark.slow
+def test_a_known_browser_logs_in_while_its_user_is_locked_out_everywhere(tmp_path: Path) -> None:
+    """Guessing from many addresses locks the username for new browsers (here after 10 failures); a browser
+    that logged in as the user before (its device cookie) still gets in with the right password, and its
+    own wrong passwords lock only itself."""
+    settings = make_settings(tmp_path, trusted_proxies="127.0.0.1", login_max_failures_per_user=10)
+    with (
+        LiveServer(settings, FakeEngine()) as server,
+        httpx.Client(base_url=server.base_url) as known,
+        httpx.Client(base_url=server.base_url) as attacker,
+    ):
+        assert from_address(known, "10.0.0.2", right()) == 200
+        assert "captions_device" in known.cookies
+        assert [from_address(attacker, f"10.1.0.{n}", wrong()) for n in range(12)] == [401] * 10 + [429] * 2
+        with httpx.Client(base_url=server.base_url) as new_browser:
+            assert from_address(new_browser, "10.0.0.3", right()) == 429
+        assert from_address(known, "10.1.0.1", right()) == 200  # even from an attacker's address
+        assert [from_address(known, "10.0.0.2", wrong()) for _ in range(6)] == [401] * 5 + [429]
+        forged = {"captions_device": known.cookies["captions_device"] + "x"}
+        attacker.cookies.update(forged)
+        assert from_address(attacker, "10.1.0.99", right()) == 429  # a forged cookie is no device
+
+
+@pytest.mark.slow
+async def test_a_locked_out_address_is_refused_before_its_body_is_read(live: LiveServer) -> None:
+    """A locked-out client's next login is answered 429 before the server reads its body (no parsing, no
+    database, no log line): here the body never comes and the answer does."""
+    with httpx.Client(base_url=live.base_url) as client:
+        assert [client.post("/api/auth/login", json=wrong(f"x{n}")).status_code for n in range(21)][-1] == 429
+    reader, writer = await asyncio.open_connection("127.0.0.1", live.settings.port)
+    writer.write(
+        b"POST /api/auth/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: 60\r\n\r\n"
+    )
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 5)
+    assert status_line.startswith(b"HTTP/1.1 429")
+    writer.close()

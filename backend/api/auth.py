@@ -14,8 +14,10 @@ from backend.api.deps import TOKEN_SCOPES, path_int, require_user, services
 from backend.api.errors import ApiError, field, json_body, not_found
 from backend.db.models import ApiToken, User, utcnow
 from backend.db.session import as_utc
+from backend.http_limits import LOGIN_ROUTE, login_locked
 from backend.logs import get_logger
 from backend.security import (
+    DEVICE_COOKIE,
     SESSION_COOKIE,
     CookieSession,
     PasswordBusy,
@@ -39,7 +41,9 @@ async def login(request: Request) -> JSONResponse:
     responses:
       200: {description: "{user, csrf_token}"}
       401: {description: wrong credentials}
-      429: {description: too many failed attempts (per username and per client address)}
+      429: {description: "too many failed attempts: for the username from this address or this browser, from
+        this address, or for the username from everywhere (a browser that logged in as the user before is
+        not locked by the others)"}
       503: {description: too many password checks at once}
     """
     svc = services(request)
@@ -47,9 +51,10 @@ async def login(request: Request) -> JSONResponse:
     username = field(body, "username", str)
     password = field(body, "password", str)
     client = request.client.host if request.client else "-"
-    if not svc.login_limiter.begin(username, client):
-        log.warning("login_blocked", username=username)
-        raise ApiError(429, "rate_limited", "too many failed logins; wait a few minutes")
+    device = svc.devices.device_of(request.cookies.get(DEVICE_COOKIE), username)
+    limiter = svc.login_limiter
+    if not limiter.begin(username, client, device):
+        raise login_locked()  # logged once, when the lock began
     async with svc.db.session() as db:
         user = (await db.execute(select(User).where(User.username == username))).scalar_one_or_none()
     try:
@@ -57,9 +62,11 @@ async def login(request: Request) -> JSONResponse:
     except PasswordBusy as exc:
         raise ApiError(503, "busy", "too many logins at once; retry in a moment") from exc
     if not ok or user is None:
-        log.warning("login_failed", username=username)
+        log.warning("login_failed", username=username[:64], known_device=device is not None)
+        if limiter.locked(username, client, device):
+            log.warning("login_locked", username=username[:64], known_device=device is not None)
         raise ApiError(401, "unauthenticated", "wrong username or password")
-    svc.login_limiter.succeeded(username, client)
+    limiter.succeeded(username, client, device)
     csrf = new_token(24)
     response = JSONResponse(
         {"user": {"id": user.id, "username": user.username, "role": user.role.value}, "csrf_token": csrf}
@@ -72,6 +79,15 @@ async def login(request: Request) -> JSONResponse:
         samesite="strict",
         secure=svc.settings.cookie_secure,
         path="/",
+    )
+    response.set_cookie(
+        DEVICE_COOKIE,
+        svc.devices.dumps(username, device),
+        max_age=svc.devices.max_age_s,
+        httponly=True,
+        samesite="strict",
+        secure=svc.settings.cookie_secure,
+        path=LOGIN_ROUTE,
     )
     log.info("login", user_id=user.id)
     return response
