@@ -57,8 +57,8 @@ class TermLimits:
     max_tokens_per_term: int = 64
     max_terms: int = 20_000
     max_alternates_per_term: int = 8
-    min_weight: float = 0.1
-    max_weight: float = 10.0
+    min_weight: float = 0.5  # a boost level (issue 35): 0.5 low, 1 normal (default), 1.5 high, 2 highest
+    max_weight: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ("max_chars_per_term", "max_tokens_per_term", "max_terms", "max_alternates_per_term"):
@@ -120,11 +120,13 @@ class _Checker:
             self.errors.append(TermError(index, term.text, f"weight must be a finite number, got {weight!r}"))
             return None
         if not self.limits.min_weight <= weight <= self.limits.max_weight:
+            low, high = self.limits.min_weight, self.limits.max_weight
             self.errors.append(
                 TermError(
                     index,
                     term.text,
-                    f"weight {weight} is outside [{self.limits.min_weight}, {self.limits.max_weight}]",
+                    f"weight {weight:g} is outside the accepted range {low:g} to {high:g} "
+                    "(0.5 low, 1 normal, 1.5 high, 2 highest)",
                 )
             )
             return None

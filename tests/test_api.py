@@ -68,6 +68,30 @@ def test_bulk_add_is_all_or_nothing_with_per_term_errors(admin: TestClient) -> N
     assert admin.get(f"/api/vocabularies/{vocab_id}").json()["vocabulary"]["terms"] == []
 
 
+def test_weights_outside_the_boost_levels_are_refused_naming_the_term(admin: TestClient) -> None:
+    vocab_id = _vocabulary(admin)
+    for weight in (0.4, 2.5, 10):
+        response = admin.post(
+            f"/api/vocabularies/{vocab_id}/terms", json={"terms": [{"text": "Halvorsen", "weight": weight}]}
+        )
+        assert response.status_code == 422
+        (error,) = response.json()["error"]["errors"]
+        assert error["text"] == "Halvorsen"
+        assert f"weight {weight:g} is outside the accepted range 0.5 to 2" in error["reason"]
+    added = admin.post(f"/api/vocabularies/{vocab_id}/terms", json={"terms": ["alpha"]}).json()
+    term_id = added["vocabulary"]["terms"][0]["id"]
+    edited = admin.patch(f"/api/vocabularies/{vocab_id}/terms/{term_id}", json={"weight": 10})
+    assert edited.status_code == 422 and "alpha" in edited.text
+    imported = admin.post(
+        f"/api/vocabularies/{vocab_id}/import",
+        json={"format": "csv", "content": "text,weight\nHalvorsen,2.0\nHalverson,10\n"},
+    )
+    report = imported.json()
+    assert [line["text"] for line in report["errors"]] == ["Halverson"], report
+    stored = admin.get(f"/api/vocabularies/{vocab_id}").json()["vocabulary"]["terms"]
+    assert {t["text"]: t["weight"] for t in stored} == {"alpha": 1.0, "Halvorsen": 2.0}
+
+
 def test_terms_are_normalised_deduplicated_and_versioned(admin: TestClient) -> None:
     vocab_id = _vocabulary(admin)
     before = admin.get(f"/api/vocabularies/{vocab_id}").json()["vocabulary"]["version"]
@@ -128,9 +152,9 @@ def test_edit_and_delete_terms(admin: TestClient) -> None:
     vocab_id = _vocabulary(admin)
     terms = admin.post(f"/api/vocabularies/{vocab_id}/terms", json={"terms": ["alpha", "beta"]}).json()
     alpha, beta = terms["vocabulary"]["terms"]
-    edited = admin.patch(f"/api/vocabularies/{vocab_id}/terms/{alpha['id']}", json={"weight": 3.5})
+    edited = admin.patch(f"/api/vocabularies/{vocab_id}/terms/{alpha['id']}", json={"weight": 1.5})
     assert edited.status_code == 200
-    assert edited.json()["vocabulary"]["terms"][0]["weight"] == 3.5
+    assert edited.json()["vocabulary"]["terms"][0]["weight"] == 1.5
     clash = admin.patch(f"/api/vocabularies/{vocab_id}/terms/{alpha['id']}", json={"text": "BETA"})
     assert clash.status_code == 422
     deleted = admin.post(f"/api/vocabularies/{vocab_id}/terms/delete", json={"ids": [beta["id"]]})

@@ -98,6 +98,30 @@ def test_migration_0002_numbers_on_after_the_captions_already_stored(database_ur
     assert rows == [("a", 3), ("b", 0)]
 
 
+def test_migration_0008_clamps_stored_weights_to_the_boost_levels(database_url: str) -> None:
+    """Lists stored with the old weights (0.1-10) still load after the upgrade: out-of-range weights are
+    clamped to 0.5-2 and their vocabulary's version moves on (live meetings recompile it)."""
+    upgrade("0007", database_url)
+    statements = [
+        "INSERT INTO vocabularies (id, name, description, version, created_at, updated_at) VALUES "
+        "(1, 'old', '', 3, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP), "
+        "(2, 'fine', '', 5, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)",
+        *(
+            "INSERT INTO terms (vocabulary_id, text, normalized, weight, alternates, created_at, updated_at) "
+            f"VALUES ({vocab}, '{text}', '{text}', {weight}, '[]', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+            for vocab, text, weight in (
+                (1, "halvorsen", 10), (1, "quiet", 0.1), (1, "kept", 1.5), (2, "x", 2)
+            )  # fmt: skip
+        ),
+    ]
+    _execute(database_url, statements)
+    upgrade("head", database_url)
+    rows = _execute(database_url, ["SELECT text, weight FROM terms ORDER BY text"])
+    assert rows == [("halvorsen", 2.0), ("kept", 1.5), ("quiet", 0.5), ("x", 2.0)]
+    versions = _execute(database_url, ["SELECT id, version FROM vocabularies ORDER BY id"])
+    assert versions == [(1, 4), (2, 5)]
+
+
 def test_sqlite_uses_the_write_ahead_log_and_foreign_keys(tmp_path: Path) -> None:
     from backend.db.session import Database
 

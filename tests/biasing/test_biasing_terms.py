@@ -42,7 +42,7 @@ def test_every_bad_term_is_listed_with_index_and_reason(bpe) -> None:
         "is empty",
         "invisible formatting character (U+200B)",
         "101 characters; at most 100",
-        "outside [0.1, 10.0]",
+        "weight 50 is outside the accepted range 0.5 to 2",
         "private-use",
         "finite number",
         "cannot be represented by the model's tokenizer",

@@ -24,9 +24,16 @@ def test_vocabulary_import_and_meeting_assignment(page: object, server: object, 
     page.wait_for_selector("#vocab-detail-title:text-is('Cardiology')")
 
     page.fill("#new-term-text", "Okafor")
-    page.fill("#new-term-weight", "2")
+    assert page.locator("#new-term-weight option").all_inner_texts() == [
+        "Low (0.5)", "Normal (1)", "High (1.5)", "Highest (2)"
+    ]  # fmt: skip
+    assert page.input_value("#new-term-weight") == "1"
+    assert "Highest: " in page.inner_text("#weight-help")
+    page.select_option("#new-term-weight", "2")
     page.click("#term-add")
     page.wait_for_selector("#terms-table tbody tr:has-text('Okafor')")
+    okafor = page.locator("#terms-table tbody tr", has_text="Okafor")
+    assert "Highest (2)" in okafor.inner_text()
 
     page.fill("#import-content", IMPORT)
     page.click("#import-submit")
@@ -89,7 +96,7 @@ def test_inline_edit_delete_upload_rename_and_export(
     row.get_by_role("button", name="Edit").click()
     editing = page.locator("#terms-table tr.editing")
     editing.get_by_label("Written as").fill("Cisplatin")
-    editing.get_by_label("Weight").fill("1.5")
+    editing.get_by_label("Weight").select_option("1.5")
     editing.get_by_role("button", name="Save").click()
     page.wait_for_selector("#terms-table tbody tr:has-text('Cisplatin')")
 
@@ -118,4 +125,5 @@ def test_inline_edit_delete_upload_rename_and_export(
     by_text = {t["text"]: t for t in stored["terms"]}
     assert sorted(by_text) == ["carboplatin", "cisplatin", "pembrolizumab"]
     assert (by_text["cisplatin"]["display"], by_text["cisplatin"]["weight"]) == ("Cisplatin", 1.5)
+    assert "High (1.5)" in page.locator("#terms-table tbody tr", has_text="Cisplatin").inner_text()
     assert by_text["carboplatin"]["alternates"] == ["carbo"]

@@ -3,6 +3,7 @@
 import { busy, notify } from "./admin-common.js";
 import { api } from "./api.js";
 import { h } from "./dom.js";
+import { weightHelp, weightLabel, weightSelect } from "./term-weights.js";
 
 /** "a, b | c" -> ["a", "b", "c"] (commas or bars separate alternates). */
 export function parseAlternates(value) {
@@ -16,7 +17,7 @@ function termInputs(term = {}, prefix) {
   return {
     text: h("input", { id: `${prefix}-text`, value: term.text || "", "aria-label": "Term", required: true }),
     display: h("input", { id: `${prefix}-display`, value: term.display && term.display !== term.text ? term.display : "", "aria-label": "Written as", placeholder: "same as term" }),
-    weight: h("input", { id: `${prefix}-weight`, class: "weight", type: "number", step: "0.1", min: "0", value: term.weight ?? "", "aria-label": "Weight", placeholder: "default" }),
+    weight: weightSelect(h, { id: `${prefix}-weight`, class: "weight", "aria-label": "Weight" }, term.weight),
     alternates: h("input", { id: `${prefix}-alternates`, value: (term.alternates || []).join(", "), "aria-label": "Alternates", placeholder: "comma separated" }),
   };
 }
@@ -24,7 +25,7 @@ function termInputs(term = {}, prefix) {
 function readInputs(inputs) {
   const term = { text: inputs.text.value.trim() };
   if (inputs.display.value.trim()) term.display = inputs.display.value.trim();
-  if (inputs.weight.value !== "") term.weight = Number(inputs.weight.value);
+  term.weight = Number(inputs.weight.value);
   term.alternates = parseAlternates(inputs.alternates.value);
   return term;
 }
@@ -74,7 +75,7 @@ export function renderTermsTable(card, vocabulary, onChange) {
     h("div", { class: "inline-form" }, h("h3", {}, "Terms"), h("span", { class: "spacer" }), deleteSelected),
     h("div", { class: "table-scroll" }, table),
     h("p", { id: "term-add-error", class: "form-error", role: "alert" }),
-    h("p", { class: "hint" }, "Weight: how strongly a term is favoured (empty = default). “Written as”: how it is shown, e.g. “Linezolid” for “linezolid”."),
+    h("p", { class: "hint", id: "weight-help" }, `Weight: how strongly a term is favoured where the audio could be it. ${weightHelp()} A term is only ever shown where the audio supports it. “Written as”: how it is shown, e.g. “Linezolid” for “linezolid”.`),
   );
 }
 
@@ -92,7 +93,7 @@ function viewRow(vocabulary, term, selected, updateSelection, refresh) {
     h("td", {}, check),
     h("td", {}, term.text),
     h("td", {}, term.display && term.display !== term.text ? term.display : h("span", { class: "muted" }, "—")),
-    h("td", { class: "num" }, term.weight ?? "—"),
+    h("td", { class: "num" }, weightLabel(term.weight)),
     h("td", {}, (term.alternates || []).join(", ")),
     h("td", {}, h("div", { class: "row-actions" },
       h("button", { type: "button", class: "link", onclick: () => row.replaceWith(editRow(vocabulary, term, row, refresh)) }, "Edit"),

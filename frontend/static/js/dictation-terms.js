@@ -2,6 +2,7 @@
 
 import { api, describeError } from "./api.js";
 import { h } from "./dom.js";
+import { weightLabel } from "./term-weights.js";
 
 /** "Your 12 terms are active." (what the recognizer boosts for this dictation, in words). */
 export function activeTermsText(count) {
@@ -28,7 +29,7 @@ function termItem(list, vocabulary, term, onChanged, highlight) {
   const remove = h("button", { type: "button", class: "link danger", "aria-label": `Remove ${shown}` }, "Remove");
   const item = h(
     "li",
-    { class: term.text === highlight ? "new" : "", dataset: { termId: term.id }, title: `weight ${term.weight}` },
+    { class: term.text === highlight ? "new" : "", dataset: { termId: term.id }, title: `weight: ${weightLabel(term.weight)}` },
     h("span", { class: "term-name" }, shown),
     edit,
     remove,
