@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket
 from backend.db.models import Ticket, User, ViewerLink, utcnow
 from backend.db.session import as_utc
 from backend.logs import get_logger
-from backend.security import token_hash
+from backend.security import ticket_api_token, token_hash
 
 if TYPE_CHECKING:
     from backend.services import Services
@@ -35,6 +35,7 @@ class Admission:
     user_id: int
     username: str
     meeting_id: int
+    api_token_id: int | None = None
 
 
 async def admit(websocket: WebSocket, svc: Services) -> Admission | None:
@@ -80,7 +81,7 @@ async def _redeem_ticket(svc: Services, ticket: str) -> Admission | None:
         user = await db.get(User, row.user_id) if row else None
         if row is None or user is None:
             return None
-        return Admission(user_id=user.id, username=user.username, meeting_id=row.meeting_id)
+        return Admission(user.id, user.username, row.meeting_id, ticket_api_token(ticket))
 
 
 VIEW_SUBPROTOCOL = "captions.view.v1"
@@ -95,6 +96,7 @@ class ViewerAdmission:
     user_id: int | None = None
     link_id: int | None = None
     client: str = "-"
+    api_token_id: int | None = None
 
 
 class LinkRefused(Exception):
@@ -129,7 +131,11 @@ async def admit_viewer(websocket: WebSocket, svc: Services) -> ViewerAdmission |
     admission: ViewerAdmission | None = None
     if VIEW_SUBPROTOCOL in protocols and tickets:
         granted = await _redeem_ticket(svc, tickets[0])
-        admission = ViewerAdmission(granted.meeting_id, user_id=granted.user_id) if granted else None
+        admission = (
+            ViewerAdmission(granted.meeting_id, user_id=granted.user_id, api_token_id=granted.api_token_id)
+            if granted
+            else None
+        )
     elif VIEW_SUBPROTOCOL in protocols and links:
         try:
             admission = await redeem_viewer_link(svc, links[0])

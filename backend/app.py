@@ -34,6 +34,7 @@ from backend.http_limits import BodyCaps, BodyLimit, ClientRateLimit, LoginGate,
 from backend.logs import configure_logging, get_logger
 from backend.security import DeviceCodec, LoginRateLimiter, SessionCodec
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
+from backend.token_watch import watch_api_tokens
 from backend.viewer_ws import viewer_endpoint
 from backend.ws import websocket_endpoint
 from biasing.terms import TermLimits
@@ -169,13 +170,17 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         )
         # The model loads in the background: /healthz answers at once, /readyz once the engine is warm.
         services.engine_startup = asyncio.create_task(_start_engine(asr), name="engine-start")
+        token_watch = asyncio.create_task(
+            watch_api_tokens(db, services.hub, settings.token_check_s), name="token-watch"
+        )
         log.info("service_started", host=settings.host, port=settings.port, model=settings.model)
         try:
             yield
         finally:
+            token_watch.cancel()
             if not services.engine_startup.done():
                 services.engine_startup.cancel()
-            await asyncio.gather(services.engine_startup, return_exceptions=True)
+            await asyncio.gather(services.engine_startup, token_watch, return_exceptions=True)
             if not app.state.services.hub.draining:
                 await app.state.services.hub.drain(settings.drain_timeout_s)
             await asr.stop()

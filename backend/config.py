@@ -179,6 +179,12 @@ class Settings(BaseSettings):
         "have their own cap: 100,000 characters).",
     )
     login_window_s: float = Field(300.0, gt=0, description="Window of the login failure limit, seconds.")
+    token_check_s: float = Field(
+        5.0,
+        gt=0,
+        description="How often each replica checks that the API tokens behind its open sockets still work "
+        "(revoked elsewhere or expired: their sockets end), s. Revoked here: at once.",
+    )
     ticket_ttl_s: int = Field(60, ge=5, le=60, description="WebSocket ticket lifetime, seconds (<= 60).")
     resume_ttl_s: int = Field(900, ge=10, description="How long a session can be resumed, seconds.")
     max_sessions: int = Field(64, ge=1, description="Live streaming sessions on this replica (capacity cap).")

@@ -110,6 +110,7 @@ class LiveSession(Protocol):
     session_id: str
     resume_token_hash: str
     meeting_id: int
+    api_token_id: int | None
     username: str
     chunk_s: float
     partials: int
@@ -125,8 +126,9 @@ class LiveSession(Protocol):
         """The lag beyond a resumed client's backlog still draining (what readiness judges)."""
         ...
 
-    async def end(self, code: int, reason: str) -> None:
-        """Flush, persist and close with ``code`` (drain, meeting end, an admin, a newer connection)."""
+    async def end(self, code: int, reason: str, error_code: str | None = None) -> None:
+        """Flush, persist, tell ``error_code`` if given, close with ``code`` (drain, meeting end, an admin, a
+        newer connection, a revoked API token)."""
         ...
 
     async def meeting_vocabulary_changed(self) -> None:
@@ -175,6 +177,7 @@ class LiveHub:
         self.resumes = ResumesInProgress()
         self.draining = False
         self.feed = MeetingFeed(db)  # the meeting view's fan-out (backend.viewer_ws)
+        self._endings: set[asyncio.Task[None]] = set()  # sessions being ended without a caller waiting
 
     async def _load(self, meeting_id: int) -> tuple[Meeting, EffectiveVocabulary]:
         async with self._db.session() as db:
@@ -251,6 +254,21 @@ class LiveHub:
         if live.handle is not None:
             live.handle.release()
             live.handle = None
+
+    def api_token_ids(self) -> set[int]:
+        """The API tokens whose tickets opened the sockets live here (speakers and viewers)."""
+        speaking = {s.api_token_id for s in self.sessions.values() if s.api_token_id is not None}
+        return speaking | self.feed.api_token_ids()
+
+    def end_for_token(self, api_token_id: int) -> None:
+        """The API token was revoked or expired: end every socket its tickets opened here (finals flushed,
+        ``error`` ``token_revoked``, close 1008), without waiting for them."""
+        for session in list(self.sessions.values()):
+            if session.api_token_id == api_token_id:
+                task = asyncio.create_task(session.end(1008, "API token revoked", "token_revoked"))
+                self._endings.add(task)
+                task.add_done_callback(self._endings.discard)
+        self.feed.refuse_token(api_token_id)
 
     def max_lag_s(self) -> float:
         return max((s.lag_s for s in self.sessions.values()), default=0.0)

@@ -92,9 +92,12 @@ class Viewer:
     """One viewer socket's queue of events (event-loop only). ``dropped`` once a final did not fit; then
     the socket must close, nothing more is queued."""
 
-    def __init__(self, meeting_id: int, max_queued: int, link_id: int | None = None) -> None:
+    def __init__(
+        self, meeting_id: int, max_queued: int, link_id: int | None = None, api_token_id: int | None = None
+    ) -> None:
         self.meeting_id = meeting_id
         self.link_id = link_id
+        self.api_token_id = api_token_id
         self.max_queued = max_queued
         self.dropped = False
         self.skipped_partials = 0
@@ -190,14 +193,17 @@ class MeetingFeed:
             channel.broadcast("final", segment)
 
     # ----- subscribing (from viewer sockets) --------------------------------------------------------------
-    async def subscribe(self, meeting_id: int, link_id: int | None = None) -> tuple[Viewer, Channel]:
-        """A queue for a new viewer (admitted by viewer link ``link_id``, if any), registered BEFORE it reads
-        the meeting's history (so nothing stored in between is missed; the viewer skips what it saw twice)."""
+    async def subscribe(
+        self, meeting_id: int, link_id: int | None = None, api_token_id: int | None = None
+    ) -> tuple[Viewer, Channel]:
+        """A queue for a new viewer (admitted by viewer link ``link_id``, or by a ticket asked for with API
+        token ``api_token_id``), registered BEFORE it reads the meeting's history (so nothing stored in
+        between is missed; the viewer skips what it saw twice)."""
         channel = self.channels.get(meeting_id)
         if channel is None:
             channel = self.channels[meeting_id] = Channel(meeting_id)
             channel.poller = asyncio.create_task(self._poll(channel), name=f"meeting-feed-{meeting_id}")
-        viewer = Viewer(meeting_id, self.max_queued, link_id)
+        viewer = Viewer(meeting_id, self.max_queued, link_id, api_token_id)
         channel.viewers.add(viewer)
         await channel.ready.wait()
         return viewer, channel
@@ -219,6 +225,19 @@ class MeetingFeed:
             for viewer in channel.viewers:
                 if viewer.link_id == link_id:
                     viewer.offer("refused", code)
+
+    def refuse_token(self, api_token_id: int) -> None:
+        """An API token was revoked or expired: the viewers its tickets admitted here are told and closed."""
+        for channel in self.channels.values():
+            for viewer in channel.viewers:
+                if viewer.api_token_id == api_token_id:
+                    viewer.offer("refused", "token_revoked")
+
+    def api_token_ids(self) -> set[int]:
+        """The API tokens whose tickets admitted viewers here."""
+        return {
+            v.api_token_id for c in self.channels.values() for v in c.viewers if v.api_token_id is not None
+        }
 
     async def close(self, timeout_s: float = 2.0) -> None:
         """Shutdown: every viewer is told to reconnect (to another replica) and closed 1012; waits up to

@@ -47,6 +47,19 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def new_ticket(api_token_id: int | None) -> str:
+    """A WebSocket ticket; one asked for with an API token ends in ``.<its id>``. Only the ticket's hash is
+    stored, so the id cannot be changed without the ticket no longer matching."""
+    ticket = new_token()
+    return ticket if api_token_id is None else f"{ticket}.{api_token_id}"
+
+
+def ticket_api_token(ticket: str) -> int | None:
+    """The API token a (redeemed, hence genuine) ticket was asked for with; None for a cookie session."""
+    _, dot, suffix = ticket.rpartition(".")
+    return int(suffix) if dot and suffix.isdigit() and len(suffix) < 12 else None
+
+
 @dataclass(frozen=True)
 class CookieSession:
     """What the signed cookie holds: the user, the CSRF token, and the user's session epoch at login."""

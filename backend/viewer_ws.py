@@ -28,6 +28,7 @@ log = get_logger(__name__)
 LINK_MESSAGES = {
     "link_revoked": "this viewer link was revoked by the organiser",
     "link_expired": "this viewer link has expired; ask the organiser for a new one",
+    "token_revoked": "the API token this view was opened with was revoked or expired",
 }
 
 SEND_TIMEOUT_S = 10.0
@@ -51,7 +52,10 @@ class MeetingViewerSocket:
 
     async def run(self) -> None:
         await self.ws.accept(subprotocol=VIEW_SUBPROTOCOL)
-        viewer, channel = await self.feed.subscribe(self.meeting_id, self.admission.link_id)
+        admission = self.admission
+        viewer, channel = await self.feed.subscribe(
+            self.meeting_id, admission.link_id, admission.api_token_id
+        )
         self._log.info("viewer_connected", viewers=self.feed.viewers)
         reader = asyncio.create_task(self._reader(), name=f"viewer-reader-{self.meeting_id}")
         sender = asyncio.create_task(self._sender(viewer, channel), name=f"viewer-sender-{self.meeting_id}")

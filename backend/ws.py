@@ -58,6 +58,7 @@ class CaptionSession:
         self.user_id = admission.user_id
         self.username = admission.username
         self.meeting_id = admission.meeting_id
+        self.api_token_id = admission.api_token_id  # its sockets end when that token is revoked
         self.session_id = ""
         self.resume_token_hash = ""
         self.generation = 0
@@ -83,6 +84,7 @@ class CaptionSession:
         self._stream: CaptionStream | None = None
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._end_request: tuple[int, str] | None = None
+        self._end_error: str | None = None
         self._done = asyncio.Event()
         self._log = log
 
@@ -143,10 +145,12 @@ class CaptionSession:
                 await asyncio.gather(reader, return_exceptions=True)
             await self._cleanup()
 
-    async def end(self, code: int, reason: str) -> None:
-        """Ask the session to finish (drain, meeting end, admin): finals are flushed, then it closes."""
+    async def end(self, code: int, reason: str, error_code: str | None = None) -> None:
+        """Ask the session to finish (drain, meeting end, admin, a revoked API token): finals are flushed,
+        the client is told ``error_code`` if given, then it closes."""
         if self.state in (SessionState.STREAMING, SessionState.AUTHENTICATED):
             self._end_request = (code, reason)
+            self._end_error = error_code
             self._queue.put_nowait(("end", None))
         await self._done.wait()
 
@@ -378,7 +382,7 @@ class CaptionSession:
                     if code == 1012:
                         self._to(SessionState.DRAINING)
                         await self._send({"type": "reconnect", "reason": reason})
-                    await self._finish_and_close(code, reason)
+                    await self._finish_and_close(code, reason, self._end_error)
                     return
         except PersistFailed as exc:
             await self._send_error("storage_unavailable", f"{exc}; resume later with the resume token")
@@ -491,13 +495,15 @@ class CaptionSession:
 
     # ----- closing ---------------------------------------------------------------------------------
     async def _finish_and_close(
-        self, code: int, reason: str, stopped: bool = False, busy: bool = False
+        self, code: int, reason: str, error_code: str | None = None, stopped: bool = False, busy: bool = False
     ) -> None:
         if self._stream is not None:
             result = await self._stream.finish()
             self._stream = None
             for final in result.finals:
                 await self._commit(final)
+        if error_code is not None:
+            await self._send_error(error_code, reason)
         if stopped:
             await self._send({"type": "stopped", "finals": self.seq})
         if busy:

@@ -16,7 +16,7 @@ from websockets.exceptions import InvalidStatus
 
 from tests.support.fake_engine import FakeEngine, chunk
 from tests.support.server import LiveServer, make_settings
-from tests.test_meeting_view_protocol import member
+from tests.test_meeting_view_protocol import member, open_view, until
 from tests.test_protocol import collect, finals, meeting, open_ws, persisted, start, ticket
 
 pytestmark = pytest.mark.slow
@@ -147,3 +147,44 @@ async def test_a_full_disk_is_a_typed_503_and_sessions_resume_as_soon_as_it_is_f
     assert [(m["seq"], m["text"]) for m in finals(await collect(again))] == [(2, "word82")]
     assert persisted(server) == [(1, "word81"), (2, "word82")]
     assert httpx.get(server.base_url + "/readyz").status_code == 200
+
+
+async def test_revoking_an_api_token_ends_the_sockets_its_tickets_opened(tmp_path: Path) -> None:
+    """A socket kept streaming after the API token that issued its ticket was revoked. Now the speaker's
+    session is flushed, told ``token_revoked`` and closed 1008, at once on the replica that revoked it and
+    within ``token_check_s`` on another; a viewer opened with such a ticket is closed too, while a cookie
+    session's socket goes on."""
+    shared = {"idle_timeout_s": 10.0, "token_check_s": 0.3}
+    with (
+        LiveServer(make_settings(tmp_path, **shared), FakeEngine()) as here,
+        LiveServer(make_settings(tmp_path, **shared), FakeEngine(), migrate=False) as there,
+    ):
+        admin, meeting_id = meeting(here)
+        tokens = [admin.post("/api/tokens", json={"name": f"script{n}"}).json() for n in range(2)]
+        scripts = [
+            httpx.Client(base_url=here.base_url, headers={"authorization": f"Bearer {t['token']}"})
+            for t in tokens
+        ]
+        speaking_here = await open_ws(here, ticket(scripts[0], meeting_id))
+        speaking_there = await open_ws(there, ticket(scripts[1], meeting_id))
+        viewing = await open_view(here, f"ticket.{ticket(scripts[0], meeting_id)}")
+        by_cookie = await open_ws(here, ticket(admin, meeting_id))
+        for ws in (speaking_here, speaking_there, by_cookie):
+            await start(ws)
+            await ws.send(chunk(11))
+        await until(viewing, "caught_up")
+
+        for token in tokens:
+            assert admin.delete(f"/api/tokens/{token['id']}").status_code == 200
+        for ws in (speaking_here, speaking_there):
+            ended = await asyncio.wait_for(collect(ws), 10)
+            assert [m["text"] for m in finals(ended)] == ["word11"]  # its words were kept
+            assert ended[-1] == {"type": "error", "code": "token_revoked", "message": "API token revoked"}
+            assert ws.close_code == 1008
+        told = await asyncio.wait_for(collect(viewing), 10)
+        assert told[-1]["code"] == "token_revoked" and viewing.close_code == 1008
+
+        await by_cookie.send(chunk(0))
+        await by_cookie.send(json.dumps({"type": "stop"}))
+        assert [m["text"] for m in finals(await collect(by_cookie))] == ["word11"]
+        assert by_cookie.close_code == 1000

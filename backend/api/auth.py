@@ -222,7 +222,8 @@ async def list_tokens(request: Request) -> JSONResponse:
 
 
 async def revoke_token(request: Request) -> JSONResponse:
-    """Revoke an API token (its owner or an admin): it stops working at once. Revoking twice is harmless.
+    """Revoke an API token (its owner or an admin): it stops working at once, and the sockets opened with
+    its tickets end (``error`` ``token_revoked``, close 1008). Revoking twice is harmless.
     ---
     tags: [auth]
     responses: {200: {description: "{token}"}, 404: {description: no such token of yours}}
@@ -245,6 +246,7 @@ async def revoke_token(request: Request) -> JSONResponse:
             log.info("token_revoked", token_id=row.id, by_user_id=principal.user_id)
         await db.flush()
         data = token_dict(row, username)
+    services(request).hub.end_for_token(token_id)  # other replicas: within CAPTIONS_TOKEN_CHECK_S
     return JSONResponse({"token": data})
 
 

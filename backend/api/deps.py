@@ -39,6 +39,7 @@ class Principal:
     role: Role
     via_cookie: bool
     csrf_token: str | None
+    token_id: int | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -89,7 +90,7 @@ async def _token_principal(db: AsyncSession, token: str, method: str) -> Princip
         raise ApiError(403, "read_only_token", "read-only token: it may not change anything")
     if row.last_used_at is None or now - as_utc(row.last_used_at) >= LAST_USED_STEP:
         row.last_used_at = now
-    return Principal(user.id, user.username, user.role, via_cookie=False, csrf_token=None)
+    return Principal(user.id, user.username, user.role, via_cookie=False, csrf_token=None, token_id=row.id)
 
 
 async def require_user(request: Request) -> Principal:

@@ -24,7 +24,7 @@ from backend.db.models import (
     utcnow,
 )
 from backend.meeting_timeline import TimelineFinal, meeting_timeline
-from backend.security import new_token, token_hash
+from backend.security import new_ticket, token_hash
 from backend.written_form import to_written
 
 DECODINGS = ("greedy", "beam")
@@ -265,7 +265,7 @@ async def create_ticket(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     svc = services(request)
-    ticket = new_token()
+    ticket = new_ticket(principal.token_id)  # its sockets end when that API token is revoked
     ttl = svc.settings.ticket_ttl_s
     async with svc.db.session() as db:
         meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
