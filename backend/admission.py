@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import CursorResult, select, update
 from starlette.responses import Response
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from backend.db.models import Ticket, User, ViewerLink, utcnow
 from backend.db.session import as_utc
@@ -163,12 +163,15 @@ async def _refuse_viewer(websocket: WebSocket, svc: Services, limit: str) -> Non
     """Tell a viewer which cap refused it (a browser sees no handshake status), then close 1013."""
     log.warning("view_rejected", reason="capacity", limit=limit)
     svc.metrics.rejected_sessions.labels(reason=f"viewers_{limit}").inc()
-    await websocket.accept(subprotocol=VIEW_SUBPROTOCOL)
     message = VIEWER_LIMITS[limit] + "; try again later"
-    await websocket.send_text(
-        json.dumps({"type": "error", "code": "too_many_viewers", "limit": limit, "message": message})
-    )
-    await websocket.close(code=1013, reason="too many viewers")
+    try:
+        await websocket.accept(subprotocol=VIEW_SUBPROTOCOL)
+        await websocket.send_text(
+            json.dumps({"type": "error", "code": "too_many_viewers", "limit": limit, "message": message})
+        )
+        await websocket.close(code=1013, reason="too many viewers")
+    except (WebSocketDisconnect, RuntimeError):
+        return  # the client left first
 
 
 LINK_LAST_USED_STEP_S = 60.0
