@@ -491,6 +491,7 @@ class FinalPassModel:
         boosters: list[Booster | None] | None = None,
         length_penalty: float = 1.0,
         min_repeat: int = 3,
+        evidence_margin: float | None = None,
     ) -> list[Hypothesis]:
         """Beam search (``beam_size`` 1 = greedy) over all utterances at once; one best hypothesis each.
 
@@ -503,6 +504,10 @@ class FinalPassModel:
         it. When a hypothesis's tokens end with the same block of >= ``min_repeat`` tokens twice in a row,
         it is finished before the second copy (scored as of then, without an end-of-text log-probability).
         ``min_repeat=0`` disables this.
+
+        ``evidence_margin``: a booster's positive score is added only to tokens whose own log-probability is
+        within this many nats of the best token's at that step (a term is favoured where Whisper finds it
+        plausible, not forced in against what it hears); None: everywhere.
         """
         b = encoded.shape[0]
         if len(max_tokens) != b:
@@ -559,6 +564,9 @@ class FinalPassModel:
                     boost_rows.append(vec)
                     states_next.append(nxt)
             boost = torch.stack(boost_rows) if any_booster else torch.zeros(1, 1).expand_as(logp)
+            if any_booster and evidence_margin is not None:
+                unsupported = (boost > 0) & (logp < logp.max(dim=-1, keepdim=True).values - evidence_margin)
+                boost = boost.masked_fill(unsupported, 0.0)
             base = torch.tensor([beam.total for i in active for beam in beams[i]])
             cand = (logp + boost + base[:, None]).view(len(active), k * self.vocab_size)
             top_scores, top_idx = cand.topk(min(2 * k + 1, cand.shape[1]), dim=1)

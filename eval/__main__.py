@@ -136,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
 
     base = served_engine_config(args)
     torch.set_num_threads(base.torch_threads)
-    eval_set = load_set(args.manifest, args.lists, args.limit)
+    groups = set(_words(args.group)) if args.group else None
+    eval_set = load_set(args.manifest, args.lists, args.limit, groups)
     configs = expand_configs(
         _words(args.biasing),
         _words(args.casing),
@@ -162,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [to_row(output, eval_set) for output in outputs]
     meta = {
         "manifest": str(args.manifest),
+        "groups": sorted(groups) if groups else None,
         "model": str(args.model),
         "utterances": len(eval_set.items),
         "audio_s": audio_s,
@@ -284,6 +286,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         help="term weight(s) given to every term of the lists, as a user sets them (default: none given)",
     )
     r.add_argument("--limit", type=int, default=None, help="only the first N utterances")
+    r.add_argument("--group", default=None, help="only these manifest groups, e.g. real (make-term-free)")
     # Every engine setting defaults to what the service runs with (CAPTIONS_* settings), so a run with
     # defaults measures what users get; each flag overrides one of them.
     r.add_argument("--threads", type=int, default=None, help="torch threads of the decode thread")

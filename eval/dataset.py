@@ -161,8 +161,11 @@ class EvalSet:
         return list(dict.fromkeys(texts))
 
 
-def load_set(manifest: Path, lists_json: Path | None = None, limit: int | None = None) -> EvalSet:
-    """Read a manifest and its ``lists.json`` (default: next to the manifest); ``limit`` keeps the first N."""
+def load_set(
+    manifest: Path, lists_json: Path | None = None, limit: int | None = None, groups: set[str] | None = None
+) -> EvalSet:
+    """Read a manifest and its ``lists.json`` (default: next to the manifest); ``groups`` keeps the items of
+    those manifest groups (e.g. ``real`` of a term-free set); ``limit`` keeps the first N."""
     lists_path = lists_json or manifest.parent / "lists.json"
     meta = json.loads(lists_path.read_text(encoding="utf-8"))
     items = []
@@ -183,6 +186,8 @@ def load_set(manifest: Path, lists_json: Path | None = None, limit: int | None =
                 lists={k.removesuffix("_list"): v for k, v in entry.items() if k.endswith("_list")},
             )
         )
+    if groups is not None:
+        items = [item for item in items if item.group in groups]
     if limit is not None:
         items = items[:limit]
     return EvalSet(items=tuple(items), terms=meta["terms"], lists=meta["lists"])

@@ -56,6 +56,8 @@ _DRUG_SUFFIXES = (
     "parin",
     "dronate",
 )
+WEIGHT_LEVELS = (0.5, 1.0, 1.5, 2.0)  # what a person picks on the admin page (biasing.terms.TermLimits)
+
 _COMPANY_SUFFIXES = (
     "holdings",
     "analytics",
@@ -97,5 +99,5 @@ def generate_terms(count: int, seed: int) -> list[dict[str, Any]]:
             continue
         seen.add(text)
         display = " ".join(word.capitalize() for word in text.split())
-        terms.append({"text": text, "display": display, "weight": round(rng.uniform(1.0, 3.0), 1)})
+        terms.append({"text": text, "display": display, "weight": rng.choice(WEIGHT_LEVELS)})
     return terms

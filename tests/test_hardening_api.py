@@ -113,7 +113,7 @@ def test_a_term_with_a_line_break_is_rejected_not_split_on_export(admin: TestCli
 
 def test_an_unclosed_csv_quote_is_an_error_on_its_own_line(admin: TestClient) -> None:
     vocab_id = _vocabulary(admin)
-    content = 'alpha,1\n"beta,2\ngamma,3\n'
+    content = 'alpha,1\n"beta,2\ngamma,1.5\n'
     imported = admin.post(f"/api/vocabularies/{vocab_id}/import", json={"format": "csv", "content": content})
     assert imported.status_code == 200, imported.text
     assert imported.json()["imported"] == 2

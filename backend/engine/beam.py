@@ -89,12 +89,17 @@ class _PerStreamFusion:
     biasing: RowRoutedBiasing
     lm_alpha: float = 0.0
     lm_token_bonus: float = 0.0  # added to non-blank labels when the LM is fused (0: NeMo's scoring)
+    evidence_margin: float | None = None  # boost only labels within this of the model's best label (nats)
     beam_size: int
     blank_lm_score_mode: BlankLMScoreMode
 
     def _fuse(self, fusion_scores_list: list[torch.Tensor], log_probs: torch.Tensor, eps: float) -> None:
         """Add the fusion scores to ``log_probs`` [batch, beam, V + 1] in place (NeMo 3.0.0
-        ``topk_fusion_model``, late pruning)."""
+        ``topk_fusion_model``, late pruning); the biasing boosts (fusion model 0) first pass the evidence
+        gate."""
+        if self.evidence_margin is not None:
+            gated = self._gate(fusion_scores_list[0], log_probs[..., :-1], self.evidence_margin)
+            fusion_scores_list = [gated, *fusion_scores_list[1:]]
         if self.blank_lm_score_mode is BlankLMScoreMode.LM_WEIGHTED_FULL:
             alpha = self.biasing.row_alpha(log_probs.shape[0], self.beam_size) + self.lm_alpha
             blank_logprob = log_probs[..., -1]
@@ -104,6 +109,16 @@ class _PerStreamFusion:
         log_probs[..., :-1] += sum(fusion_scores_list)
         if self.lm_token_bonus:
             log_probs[..., :-1] += self.lm_token_bonus
+
+
+    @staticmethod
+    def _gate(boost: torch.Tensor, label_log_probs: torch.Tensor, margin: float) -> torch.Tensor:
+        """``boost`` [batch, beam, V] without its positive part where the model's own log-probability of the
+        label is more than ``evidence_margin`` below its best non-blank label's: the audio does not support
+        it. Refunds (negative scores) always apply."""
+        best = label_log_probs.max(dim=-1, keepdim=True).values
+        unsupported = (boost > 0) & (label_log_probs < best - margin)
+        return boost.masked_fill(unsupported, 0.0)
 
 
 class PerStreamRNNTBeamComputer(_PerStreamFusion, ModifiedALSDBatchedRNNTComputer):
@@ -382,6 +397,7 @@ def build_beam_computer(
     lm: Any = None,
     lm_alpha: float = 0.0,
     lm_token_bonus: float = 0.0,
+    evidence_margin: float | None = None,
 ) -> Any:
     """A batched MALSD computer (RNNT or TDT) over the model's decoder/joint with per-stream biasing and,
     optionally, a token n-gram LM (``lm``, weight ``lm_alpha``, and ``lm_token_bonus`` added to every
@@ -412,6 +428,7 @@ def build_beam_computer(
     computer.biasing = biasing
     computer.lm_alpha = alphas[1] if len(alphas) > 1 else 0.0
     computer.lm_token_bonus = lm_token_bonus if len(alphas) > 1 else 0.0
+    computer.evidence_margin = evidence_margin
     return computer
 
 
@@ -542,9 +559,18 @@ class BeamSearch:
         normalized = state.scores / (state.current_lengths_nb.to(state.scores.dtype) + 1)
         return int(torch.argmax(normalized))
 
-    def best_beams(self, states: list[BeamStreamState]) -> list[tuple[int, int]]:
-        """Per stream, ``best_beam`` and that beam's lag (0 for TDT), read with one host-device sync."""
+    def best_beams(
+        self, states: list[BeamStreamState], model_ids: list[int] | None = None
+    ) -> list[tuple[int, int]]:
+        """Per stream, ``best_beam`` and that beam's lag (0 for TDT), read with one host-device sync. With
+        ``model_ids`` (each stream's biasing model, -1: none), a beam in the middle of a term is ranked as if
+        the utterance ended there: without the boost of the unfinished part (``end_scores``)."""
         scores = torch.stack([s.scores for s in states])
+        if model_ids is not None:
+            biasing = torch.stack([s.fusion_states[0] for s in states])
+            ids = torch.tensor(model_ids, device=biasing.device).repeat_interleave(self.beam_size)
+            refund = self.computer.biasing.multi_model.end_scores(biasing.view(-1), ids)
+            scores = scores + refund.view(scores.shape).to(scores.dtype)
         lengths = torch.stack([s.current_lengths_nb for s in states]).to(scores.dtype)
         best = torch.argmax(scores / (lengths + 1), dim=-1)
         if self.is_tdt:

@@ -48,6 +48,7 @@ class BeamStreams:
             lm,
             config.lm_alpha,
             config.lm_token_bonus,
+            config.biasing_evidence_margin,
         )
         self.search = BeamSearch(computer)
         self.tokenizer = wrapper.tokenizer
@@ -87,7 +88,8 @@ class BeamStreams:
                 [items[i].is_last for i in rows],
             )
         delay_frames = pipeline.tokens_per_right_padding
-        picks = self.search.best_beams(states)  # one host-device sync for the step, not two per stream
+        # one host-device sync for the step, not two per stream; beams ranked as if each utterance ended now
+        picks = self.search.best_beams(states, [item.model_id for item in items])
         return [
             self._report(item, state, delay_frames, best, lag)
             for item, state, (best, lag) in zip(items, states, picks, strict=True)

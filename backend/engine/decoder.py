@@ -177,6 +177,8 @@ def final_pass_config(config: EngineConfig) -> FinalPassConfig:
         model=config.final_pass_model or str(FINAL_PASS_MODEL_PATH),
         beam_size=config.final_pass_beam_size,
         biasing_alpha=config.final_pass_alpha,
+        max_term_deficit=config.final_pass_term_deficit,
+        evidence_margin=config.biasing_evidence_margin,
     )
 
 

@@ -18,7 +18,10 @@ Guards (each a measured rule; ``FinalPassConfig``): the second pass's text repla
 - it agrees with the first pass enough (their word error rate, lower-cased, <= ``max_disagreement``);
 - no vocabulary term the first pass found is lost (where the second pass lost one, the first pass's words
   around it are put back: ``splice_terms``).
-Otherwise the first pass's final stands (``source="first"``). When Whisper says there was no speech
+Otherwise the first pass's final stands (``source="first"``). Then every vocabulary term in the text to
+commit, from either pass, must be confirmed by the audio (``backend.engine.term_check``): Whisper also decodes
+the utterance without the vocabulary, and a term whose text Whisper scores more than ``max_term_deficit``
+below the unboosted words at its place is replaced by those words. When Whisper says there was no speech
 (no-speech probability >= ``no_speech_prob`` and average log-probability < ``no_speech_logprob``, Whisper's
 own rule, or no-speech probability >= ``no_speech_prob`` and the two passes disagree), the final is dropped:
 silence gives no final, not even the streaming pass's stray word in a pause ("The", "To a").
@@ -68,6 +71,8 @@ class FinalPassConfig:
     max_compression: float = 2.4
     min_window_s: float = 1.0
     int8_decoder: bool = True
+    max_term_deficit: float | None = None  # None: terms are not checked against an unboosted decode
+    evidence_margin: float | None = None  # boost only tokens this close to Whisper's best (None: all)
 
 
 @dataclass
@@ -119,6 +124,7 @@ class Refinement:
     final: Final | None
     reason: str  # "second", or why the first pass's text stands / the final was dropped
     second_text: str = ""
+    checks: tuple[Any, ...] = ()  # ``term_check.TermCheck`` of each term the committed text held
 
 
 class FinalPass:
@@ -231,19 +237,91 @@ class FinalPass:
         encoded, lengths = self._encode([jobs[i][1] for i in batch])
         durations = [len(jobs[i][1]) / SAMPLE_RATE_HZ for i in batch]
         max_tokens = [max_tokens_for(d) for d in durations]
+        vocabularies = [jobs[i][2] for i in batch]
+        checking = config.max_term_deficit is not None
+        checked = [r for r, v in enumerate(vocabularies) if v is not None and checking]
+        rows = torch.tensor(list(range(len(batch))) + checked, dtype=torch.long)
+        # the boosted decodes, then unboosted twins of the rows whose terms are checked
         hyps = self.model.decode(
-            encoded,
-            lengths,
+            encoded.index_select(0, rows),
+            lengths.index_select(0, rows),
             beam_size=config.beam_size,
-            max_tokens=max_tokens,
-            boosters=[
-                vocabulary.scorer if vocabulary is not None else None
-                for vocabulary in (jobs[i][2] for i in batch)
-            ],
+            max_tokens=[max_tokens[r] for r in rows.tolist()],
+            boosters=[v.scorer if v is not None else None for v in vocabularies] + [None] * len(checked),
+            evidence_margin=config.evidence_margin,
         )
-        for i, hyp, duration, token_cap in zip(batch, hyps, durations, max_tokens, strict=True):
-            out[i] = judge(config, jobs[i][0], hyp, duration, token_cap, jobs[i][2])
+        plains = dict(zip(checked, hyps[len(batch) :], strict=True))
+        refined: dict[int, Refinement] = {}
+        for row, (i, hyp, duration, token_cap) in enumerate(
+            zip(batch, hyps[: len(batch)], durations, max_tokens, strict=True)
+        ):
+            refined[row] = judge(config, jobs[i][0], hyp, duration, token_cap, vocabularies[row])
+            plain = plains.get(row)
+            if plain is not None and refined[row].reason not in SETTLED:
+                # the boosted reading failed a guard: the vocabulary may have pulled Whisper off (an unsure
+                # or looping hypothesis, or one too unsure to count as speech); read it without
+                fallback = judge(config, jobs[i][0], plain, duration, token_cap, vocabularies[row])
+                if fallback.reason in ACCEPTED:
+                    refined[row] = replace(fallback, reason=f"plain_{fallback.reason}")
+        self._check_terms(refined, plains, vocabularies, (encoded, lengths))
+        for row, i in enumerate(batch):
+            out[i] = refined[row]
         return out
+
+    def _check_terms(
+        self,
+        refined: dict[int, Refinement],
+        plains: dict[int, Any],
+        vocabularies: list[FinalVocabulary | None],
+        audio: tuple[torch.Tensor, torch.Tensor],
+    ) -> None:
+        """Confirm or drop each term of the texts about to be committed (``term_check``), in one batched
+        teacher-forced scoring call; ``refined`` is updated in place."""
+        from backend.engine.term_check import apply_checks, candidates
+
+        jobs = []
+        for row, plain in plains.items():
+            refinement, vocabulary = refined[row], vocabularies[row]
+            if refinement.final is None or refinement.reason in UNCHECKED or vocabulary is None:
+                continue
+            texts, checks = candidates(refinement.final.text, spoken_text(plain.text), vocabulary.finder)
+            if checks:
+                jobs.append((row, texts, checks))
+        if not jobs:
+            return
+        encoded, lengths = audio
+        index = torch.tensor([row for row, _, _ in jobs], dtype=torch.long)
+        scores = self.model.score(
+            encoded.index_select(0, index),
+            lengths.index_select(0, index),
+            [[self.adapter.ids(text) for text in texts] for _, texts, _ in jobs],
+        )
+        limit = self.config.max_term_deficit if self.config.max_term_deficit is not None else float("inf")
+        for (row, texts, checks), totals in zip(jobs, scores, strict=True):
+            filled = tuple(replace(c, margin=totals[0] - totals[k + 1]) for k, c in enumerate(checks))
+            dropped = sum(not c.kept(limit) for c in filled)
+            self.outcomes["term_confirmed"] = self.outcomes.get("term_confirmed", 0) + len(filled) - dropped
+            self.outcomes["term_dropped"] = self.outcomes.get("term_dropped", 0) + dropped
+            refinement = refined[row]
+            final = refinement.final
+            if not dropped or final is None:
+                refined[row] = replace(refinement, checks=filled)
+                continue
+            text = capitalized(apply_checks(texts[0], filled, limit))
+            kept = with_text(final, text) if text.strip() else None
+            refined[row] = Refinement(kept, refinement.reason, refinement.second_text, filled)
+
+
+UNCHECKED = frozenset({"too_short", "too_long"})  # Whisper did not read these windows
+ACCEPTED = frozenset({"second", "second_terms_kept"})  # the second pass's text is committed
+SETTLED = ACCEPTED | UNCHECKED  # outcomes after which the unboosted reading is not tried
+
+
+def spoken_text(text: str) -> str:
+    """A Whisper hypothesis in the first pass's style, as the guards compare it."""
+    from captions_model.spoken_form import to_spoken_form
+
+    return capitalized(strip_repeat(to_spoken_form(text).strip()))
 
 
 def judge(
@@ -256,9 +334,7 @@ def judge(
 ) -> Refinement:
     """Apply the guards to one second-pass hypothesis (``tokens``, ``text``, ``avg_logprob``,
     ``no_speech_prob``): the final to commit, or None to drop it, and why."""
-    from captions_model.spoken_form import to_spoken_form
-
-    text = capitalized(strip_repeat(to_spoken_form(hyp.text).strip()))
+    text = spoken_text(hyp.text)
     unsure = hyp.avg_logprob < config.min_avg_logprob
     if hyp.no_speech_prob >= config.no_speech_prob and (
         hyp.avg_logprob < config.no_speech_logprob or not text

@@ -74,7 +74,12 @@ class EngineConfig:
     skipped audio.
     ``final_pass``: ``off`` or ``decode`` (each final re-read by Whisper's own decoder, boosted by the
     stream's vocabulary: ``backend.engine.final_pass``) with the model file ``final_pass_model`` (None: the
-    bundled one), ``final_pass_beam_size`` beams and biasing weight ``final_pass_alpha``.
+    bundled one), ``final_pass_beam_size`` beams and biasing weight ``final_pass_alpha``; a term stays in a
+    final only where Whisper scores it at most ``final_pass_term_deficit`` nats below what it reads there
+    without the vocabulary (``backend.engine.term_check``; None: terms are not checked).
+    ``biasing_evidence_margin``: in beam search, a vocabulary boost is added to a label only where the model
+    itself (before any fusion) scores that label within this many nats of its best label other than blank:
+    a term is boosted where the audio makes it plausible, never pulled in against it (None: every label).
     ``int8_encoder``: on the CPU, run the streaming model's encoder with dynamically quantized int8 linear
     layers (``captions_model.nemo_encoder.quantize_encoder``): ~2.4x faster per step, accuracy in
     models/MODEL_CARD.md.
@@ -105,6 +110,8 @@ class EngineConfig:
     final_pass_beam_size: int = 4
     final_pass_alpha: float = 1.5
     int8_encoder: bool = False
+    biasing_evidence_margin: float | None = None
+    final_pass_term_deficit: float | None = None
 
     def __post_init__(self) -> None:
         if self.torch_threads < 1:
@@ -144,6 +151,10 @@ class EngineConfig:
             raise ValueError("final_pass_beam_size must be >= 1")
         if self.final_pass_alpha < 0:
             raise ValueError("final_pass_alpha must be >= 0")
+        if self.final_pass_term_deficit is not None and not self.final_pass_term_deficit >= 0:
+            raise ValueError("final_pass_term_deficit must be >= 0 (or None)")
+        if self.biasing_evidence_margin is not None and not self.biasing_evidence_margin >= 0:
+            raise ValueError("biasing_evidence_margin must be >= 0 (or None)")
 
     def graph_params(self) -> GraphParams:
         """How vocabularies are compiled: ``biasing_graph_mode`` (``case_insensitive``, the default;

@@ -83,6 +83,25 @@ class SparseAdvanceMultiModel(GPUBiasingMultiModel):
         scores *= self.model2alpha[model_ids][:, None]
         return scores, next_states
 
+    @torch.no_grad()
+    def end_scores(self, states: torch.Tensor, model_ids: torch.Tensor) -> torch.Tensor:
+        """What ending the utterance in each state scores [B]: the back-off weights from the state down to
+        the root, times the model's alpha (0 for id -1): minus the unfinished part of a partial match, 0
+        after a completed phrase. NeMo's transducer decoding never refunds a partial match at the end, so a
+        hypothesis in the middle of a term would outrank complete ones when an utterance is committed."""
+        active = model_ids >= 0
+        ids = torch.where(active, model_ids, 0)
+        offsets = self.model2states_offset[ids]
+        current = torch.where(active, states, 0)
+        total = torch.zeros(states.shape[0], dtype=self.all_backoff_weights.dtype, device=states.device)
+        pending = (current != self.START_STATE).nonzero().squeeze(1)
+        while pending.numel() > 0:
+            global_states = current[pending] + offsets[pending]
+            total[pending] += self.all_backoff_weights[global_states]
+            current[pending] = self.all_backoff_to_states[global_states]
+            pending = pending[current[pending] != self.START_STATE]
+        return torch.where(active, total * self.model2alpha[ids], torch.zeros_like(total))
+
     def _advance_pytorch(
         self, states: torch.Tensor, model_ids: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -189,3 +189,94 @@ def test_a_window_too_short_to_read_is_never_rewritten_only_dropped_as_no_speech
     assert (
         judge(CONFIG, short, Hyp("Okay, okay.", avg_logprob=-0.5, no_speech_prob=0.8), 0.5, 8).final is None
     )
+
+
+class _Whisper:
+    """A stand-in for ``FinalPassModel``: the boosted and plain readings of each utterance and Whisper's
+    teacher-forced log-probability of any text, as given."""
+
+    def __init__(self, boosted: list[Hyp], plain: list[Hyp], logprob: dict[str, float]) -> None:
+        self.boosted, self.plain, self.logprob = boosted, plain, logprob
+        self.texts: list[str] = []
+
+    def encode(self, batch: list[object], pad_s: float) -> tuple[object, object]:
+        import torch
+
+        return torch.zeros(1, 4, 2), torch.tensor([4])
+
+    def decode(self, encoded: object, lengths: object, *, boosters: list[object], **_: object) -> list[Hyp]:
+        twins = len(boosters) - len(self.boosted)  # a plain twin per utterance with a vocabulary, if checked
+        assert twins in (0, sum(b is not None for b in boosters[: len(self.boosted)]))
+        assert all(b is None for b in boosters[len(self.boosted) :])
+        return self.boosted + self.plain[:twins]
+
+    def ids(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return [len(self.texts) - 1]
+
+    def score(self, encoded: object, lengths: object, seqs: list[list[list[int]]]) -> list[list[float]]:
+        return [[self.logprob.get(self.texts[s[0]], -50.0) for s in per] for per in seqs]
+
+
+def _second_pass(whisper: _Whisper, deficit: float | None = 8.0) -> object:
+    import numpy as np
+
+    from backend.engine.final_pass import FinalPass
+
+    second = FinalPass.__new__(FinalPass)
+    second.config = FinalPassConfig(model="unused", max_term_deficit=deficit)
+    second.model, second.adapter = whisper, whisper
+    second.outcomes = {}
+    return second, np.zeros(3 * 16000, np.float32)
+
+
+VOCABULARY = FinalVocabulary(scorer=object(), finder=TermFinder(["Halvorsen", "Antiplasmins"]))
+
+
+def test_a_reading_the_vocabulary_pulled_off_gives_way_to_whispers_plain_reading() -> None:
+    final = first("He was not an ill disposed young man.")
+    whisper = _Whisper(
+        boosted=[Hyp("He was not Antiplasmins young man", avg_logprob=-2.6, no_speech_prob=0.7)],
+        plain=[Hyp("He was not an ill-disposed young man.", avg_logprob=-0.4)],
+        logprob={},
+    )
+    second, audio = _second_pass(whisper)
+    (refined,) = second.refine_many([(final, audio, VOCABULARY)])
+    assert refined.reason == "plain_second"
+    assert refined.final is not None and refined.final.text == "He was not an ill-disposed young man."
+
+
+def test_a_term_the_audio_does_not_carry_is_replaced_by_what_whisper_reads_there() -> None:
+    final = first("And mister John Dashwood had then leisure.")
+    hijacked = "Antiplasmins John Dashwood had then leisure."
+    plain = "And Mr. John Dashwood had then leisure."
+    whisper = _Whisper(
+        boosted=[Hyp(hijacked, avg_logprob=-0.9)],
+        plain=[Hyp(plain, avg_logprob=-0.3)],
+        logprob={hijacked: -40.0, "And Mr. John Dashwood had then leisure.": -12.0},
+    )
+    second, audio = _second_pass(whisper)
+    (refined,) = second.refine_many([(final, audio, VOCABULARY)])
+    assert refined.final is not None and refined.final.text == "And Mr. John Dashwood had then leisure."
+    (check,) = refined.checks
+    assert (check.term, check.alternative, check.margin) == ("Antiplasmins", ("And", "Mr."), -28.0)
+    assert second.outcomes == {"term_dropped": 1, "term_confirmed": 0}
+
+
+def test_a_term_close_to_the_plain_reading_is_kept_and_the_check_can_be_off() -> None:
+    final = first("Mister Halverson will present.")
+    text = "Mister Halvorsen will present."
+    whisper = _Whisper(
+        boosted=[Hyp(text, avg_logprob=-0.5)],
+        plain=[Hyp("Mister Halverson will present.", avg_logprob=-0.4)],
+        logprob={text: -14.0, "Mister Halverson will present.": -9.5},
+    )
+    second, audio = _second_pass(whisper)
+    (refined,) = second.refine_many([(final, audio, VOCABULARY)])
+    assert refined.final is not None and refined.final.text == text
+    assert [c.margin for c in refined.checks] == [-4.5]
+    assert second.outcomes == {"term_dropped": 0, "term_confirmed": 1}
+    whisper.logprob[text] = -60.0
+    unchecked, audio = _second_pass(whisper, deficit=None)
+    (refined,) = unchecked.refine_many([(final, audio, VOCABULARY)])
+    assert refined.final is not None and refined.final.text == text and refined.checks == ()
