@@ -2,7 +2,9 @@
 sizes), ``beam.BeamSearch`` decodes them, and this module turns the best beam into partials and finals.
 
 End of utterance: the best beam has emitted something and then ``stop_history_eou_ms`` of trailing blank
-frames; the best beam is committed as a final and the stream's beams restart from it with fresh scores.
+frames (``long_utterance_pause_ms`` once the utterance is longer than ``long_utterance_s``; at
+``max_utterance_s`` it ends at once); the best beam is committed as a final and the stream's beams restart
+from it with fresh scores.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class BeamStreams:
         self.tokenizer = wrapper.tokenizer
         self.frame_s: float = wrapper.get_model_stride(in_secs=True)
         self.eou_frames = max(1, round(config.stop_history_eou_ms / 1000.0 / self.frame_s))
+        self.long_frames = round(config.long_utterance_s / self.frame_s)
+        self.long_pause_frames = max(1, round(config.long_utterance_pause_ms / 1000.0 / self.frame_s))
+        self.max_frames = round(config.max_utterance_s / self.frame_s)
         self._states: dict[int, Any] = {}
         self._biasing: dict[int, tuple[int, int]] = {}
 
@@ -112,8 +117,7 @@ class BeamStreams:
         tokens = state.histories[best]
         finals: tuple[Final, ...] = ()
         consumed = state.decoded_frames - lag
-        trailing_blank_frames = consumed - (tokens[-1].end_frame if tokens else 0)
-        if item.is_last or (tokens and trailing_blank_frames >= self.eou_frames):
+        if item.is_last or (tokens and self._utterance_ends(tokens, consumed)):
             final = self._final(tokens, delay_frames, state.decoded_frames)
             finals = (final,) if final is not None else ()
             if item.is_last:
@@ -122,6 +126,14 @@ class BeamStreams:
                 self.search.restart_utterance(state, best)
             return StepOutput(partial="", finals=finals)
         return StepOutput(partial=self._text([t.label for t in tokens]), finals=finals)
+
+    def _utterance_ends(self, tokens: list[Any], consumed: int) -> bool:
+        """A pause long enough for the utterance's length so far, or the longest utterance reached."""
+        trailing_blank_frames: int = consumed - tokens[-1].end_frame
+        length: int = consumed - tokens[0].start_frame
+        if length >= self.long_frames:
+            return bool(trailing_blank_frames >= self.long_pause_frames or length >= self.max_frames)
+        return bool(trailing_blank_frames >= self.eou_frames)
 
     def _text(self, labels: list[int]) -> str:
         return " ".join(self.tokenizer.ids_to_text(labels).split()) if labels else ""

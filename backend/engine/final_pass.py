@@ -166,6 +166,7 @@ class FinalPass:
     def refine(self, items: list[StepItem], outputs: list[StepOutput]) -> list[StepOutput]:
         """The step's outputs with every final refined; streams whose last chunk this was are forgotten."""
         jobs: list[tuple[int, int, Final, np.ndarray]] = []  # (output index, final index, final, audio)
+        results: dict[tuple[int, int], Refinement] = {}
         for index, (item, output) in enumerate(zip(items, outputs, strict=True)):
             audio = self._audio.get(item.stream_id)
             if audio is None:
@@ -174,9 +175,12 @@ class FinalPass:
                 first = max(audio.cut, int((final.start_s - KEEP_BEFORE_S) * SAMPLE_RATE_HZ))
                 last = audio.end if item.is_last else int((final.end_s + KEEP_AFTER_S) * SAMPLE_RATE_HZ)
                 last = max(last, first)
-                jobs.append((index, final_index, final, audio.window(first, last)))
+                if audio.start > int(final.start_s * SAMPLE_RATE_HZ):  # its beginning is no longer kept:
+                    results[(index, final_index)] = Refinement(final, "too_long")  # Whisper would miss it
+                    self.outcomes["too_long"] = self.outcomes.get("too_long", 0) + 1
+                else:
+                    jobs.append((index, final_index, final, audio.window(first, last)))
                 audio.cut = min(last, audio.end)
-        results: dict[tuple[int, int], Refinement] = {}
         if jobs:
             started = time.perf_counter()
             refinements = self.refine_many(

@@ -59,7 +59,11 @@ class EngineConfig:
     ``model``: a ``.nemo`` path or a pretrained NeMo model name (any RNNT/TDT BPE Transducer).
     ``max_wait_ms``: how long the batcher waits for more live streams to submit a chunk before a step.
     ``left_context_s`` / ``right_context_s``: audio context the buffered pipeline re-encodes around each chunk
-    (right context adds latency). ``stop_history_eou_ms``: trailing silence (blank frames) that ends an
+    (right context adds latency). ``long_utterance_s`` / ``long_utterance_pause_ms`` / ``max_utterance_s``
+    (beam decoding): an utterance longer than ``long_utterance_s`` also ends on a pause of
+    ``long_utterance_pause_ms``, and one reaching ``max_utterance_s`` ends at once, so that every final fits
+    the second pass's window and is checked (a 44 s reading without a long pause was one unread final).
+    ``stop_history_eou_ms``: trailing silence (blank frames) that ends an
     utterance. ``max_live_streams``: open streams beyond this raise ``EngineOverloaded``.
     ``beam_size``: beams per stream for ``decoding="beam"``. ``max_symbols_per_step``: labels the decoder
     may emit per encoder frame (NeMo's default 10). ``vocabulary_cache_dir``: compiled vocabulary graphs on
@@ -101,6 +105,9 @@ class EngineConfig:
     left_context_s: float = 2.0
     right_context_s: float = 0.0
     stop_history_eou_ms: int = 800
+    long_utterance_s: float = 12.0
+    long_utterance_pause_ms: int = 320
+    max_utterance_s: float = 25.0
     max_live_streams: int = 256
     max_symbols_per_step: int = 10
     vocabulary_cache_dir: str | None = None
@@ -139,6 +146,8 @@ class EngineConfig:
             raise ValueError("lm_token_bonus must be >= 0")
         if self.stop_history_eou_ms < 0:
             raise ValueError("stop_history_eou_ms must be >= 0")
+        if not 0 < self.long_utterance_s <= self.max_utterance_s or self.long_utterance_pause_ms < 0:
+            raise ValueError("need 0 < long_utterance_s <= max_utterance_s and long_utterance_pause_ms >= 0")
         if self.max_live_streams < 1:
             raise ValueError("max_live_streams must be >= 1")
         if self.max_symbols_per_step < 1:

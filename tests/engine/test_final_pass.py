@@ -120,21 +120,39 @@ async def test_silence_noise_and_tones_give_no_invented_final() -> None:
             assert len(final.text.split()) <= 6, (name, final)
 
 
-async def test_an_utterance_past_whispers_window_keeps_the_first_pass(
+async def test_speech_without_a_long_pause_is_cut_into_finals_whisper_can_read(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    sentence = " ".join(SENTENCES * 4).replace(".", ",")  # ~50 s with no pause long enough to end it
+    sentence = " ".join(SENTENCES * 4).replace(".", ",")  # ~50 s with no 0.8 s pause to end an utterance
     audio = spoken(sentence, tmp_path_factory.mktemp("long"))
     assert len(audio) / 16000 > 30
     async with two_pass() as engine:
         finals = await finals_of(engine, audio)
         outcomes = dict(engine.stats().final_pass_outcomes)
-    assert finals
-    longest = max(finals, key=lambda f: f.end_s - f.start_s)
-    assert longest.end_s - longest.start_s > 28  # espeak's comma pauses never end the utterance
-    assert longest.source == "first" and outcomes.get("too_long", 0) >= 1  # too long for Whisper's window
+    assert len(finals) >= 2
+    assert max(f.end_s - f.start_s for f in finals) <= 26  # ended on a comma's pause, 25 s at the most
+    assert outcomes.get("too_long", 0) == 0 and sum(outcomes.values()) >= len(finals)  # Whisper read each
+    words = " ".join(f.text for f in finals).split()
+    assert len(words) >= 0.8 * len(sentence.split())  # no part of the speech was lost at a cut
     for final in finals:  # never more words than the audio can hold
         assert len(final.text.split()) <= 6 * (final.end_s - final.start_s) + 2
+
+
+async def test_a_final_whose_beginning_whisper_no_longer_holds_keeps_the_first_pass(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    sentence = " ".join(SENTENCES * 4).replace(".", ",")
+    audio = spoken(sentence, tmp_path_factory.mktemp("long"))
+    async with two_pass(long_utterance_s=60.0, max_utterance_s=60.0) as engine:  # one ~50 s utterance
+        finals = await finals_of(engine, audio)
+        outcomes = dict(engine.stats().final_pass_outcomes)
+    longest = max(finals, key=lambda f: f.end_s - f.start_s)
+    assert longest.end_s - longest.start_s > 28
+    # Whisper keeps 30 s: it would read only the end of this one and drop its first 20 s of words
+    assert longest.source == "first" and outcomes.get("too_long", 0) >= 1
+    assert len(longest.text.split()) >= 0.8 * len(sentence.split()) * (longest.end_s - longest.start_s) / (
+        len(audio) / 16000
+    )
 
 
 async def test_an_utterance_cut_by_a_disconnect_is_refined_within_its_audio(speech: list[np.ndarray]) -> None:
