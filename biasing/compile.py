@@ -23,11 +23,23 @@ from biasing.tokenizer import WORD_BOUNDARY, GraphTokenizer, SpanIndex, as_token
 UNREPRESENTABLE = "cannot be represented by the model's tokenizer (it has characters the model cannot emit)"
 
 
+WEIGHT_EXPONENT = 0.5  # issue 35: weight 2 (the highest level) boosts 1.41x, not 2x, which hijacked captions
+
+
+def boost_multiplier(weight: float) -> float:
+    """How much a term's weight (a boost level, 0.5-2; 1 is the default) multiplies its scores:
+    ``weight ** WEIGHT_EXPONENT``, so the highest level favours a term without outweighing the audio."""
+    return float(weight) ** WEIGHT_EXPONENT
+
+
 def token_scores(num_tokens: int, weight: float, params: GraphParams) -> list[float]:
-    """NeMo's ``ContextGraph`` score of each of a phrase's ``num_tokens`` greedy tokens, times the term
-    weight: ``cs`` for the first token, ``cs * depth_scaling + ln(k + 1)`` for token k >= 1."""
+    """NeMo's ``ContextGraph`` score of each of a phrase's ``num_tokens`` greedy tokens, times the term's
+    ``boost_multiplier``: ``cs`` for the first token, ``cs * depth_scaling + ln(k + 1)`` for token k >= 1."""
     context, scaling = params.context_score, params.depth_scaling
-    return [weight * (context if k == 0 else context * scaling + math.log(k + 1)) for k in range(num_tokens)]
+    multiplier = boost_multiplier(weight)
+    return [
+        multiplier * (context if k == 0 else context * scaling + math.log(k + 1)) for k in range(num_tokens)
+    ]
 
 
 def scored_token_lengths(pieces: Sequence[str], index: SpanIndex | None = None) -> list[int]:
@@ -380,7 +392,7 @@ def _compile_tree(terms: Sequence[Term], adapter: GraphTokenizer, params: GraphP
             errors.append(TermError(position, text, UNREPRESENTABLE))
             continue
         path, _ = trie.insert(ids)
-        context = params.context_score * weight
+        context = params.context_score * boost_multiplier(weight)
         nodes.extend(path[1:])
         values.append(context)
         values.extend(context * params.depth_scaling + math.log(i + 1) for i in range(1, len(ids)))

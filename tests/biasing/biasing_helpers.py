@@ -11,7 +11,7 @@ import sentencepiece as spm
 import torch
 from hypothesis import strategies as st
 
-from biasing.compile import build_graph
+from biasing.compile import WEIGHT_EXPONENT, build_graph
 from biasing.graph import BoostingGraph, GraphParams
 from biasing.nemo.compat import to_nemo_model
 from biasing.terms import Term
@@ -218,7 +218,8 @@ def phrase_case(
     for text, weight in items:
         greedy = [lower1(piece) for piece in sp.encode(lower1(text), out_type=str)]
         pieces = scored_pieces(greedy, set(folded))
-        chains.append((pieces, [weight * score for score in nemo_token_scores(len(pieces))]))
+        boost = weight**WEIGHT_EXPONENT  # a weight is a boost level: its square root multiplies the scores
+        chains.append((pieces, [boost * score for score in nemo_token_scores(len(pieces))]))
     rng = random.Random(seed)
     texts = ["".join(pieces) for pieces, _ in chains]
     vocab = sp.get_piece_size()

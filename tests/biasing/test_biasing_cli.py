@@ -15,7 +15,7 @@ from biasing.dot import to_dot
 
 def test_compile_prints_size_and_writes_dot(bpe_model_path: Path, tmp_path: Path, capsys) -> None:
     phrases = tmp_path / "phrases.txt"
-    phrases.write_text("Linezolid\nacme group\t2.5\n\n", encoding="utf-8")
+    phrases.write_text("Linezolid\nacme group\t1.5\n\n", encoding="utf-8")
     dot = tmp_path / "graph.dot"
     assert main(["compile", str(phrases), "--tokenizer", str(bpe_model_path), "--dot", str(dot)]) == 0
     out = capsys.readouterr().out

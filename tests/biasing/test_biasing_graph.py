@@ -54,7 +54,7 @@ def total(sp, phrases: list[str], text: str, params: GraphParams = HAND) -> floa
         (["ab cx", "cd"], "▁ab▁cd", w(3)),  # phrase starting inside another's failed partial match
         (["ab cd ef", "cd"], "▁ab▁cd▁x", w(3)),  # phrase inside another's failed partial match
         (["ab cd ef", "cd"], "▁ab▁cd▁ef", w(9)),  # inside a completed longer phrase: the longer one counts
-        # a completed prefix phrase counts only where its word ends (a shared prefix takes the larger potential)
+        # a completed prefix counts only where its word ends (shared prefixes take the larger potential)
         (["ab", "abcd"], "▁abcx", 0.0),
         (["abcd", "ab"], "▁abx", 0.0),
         (["ab", "abcd"], "▁abcd", w(5)),
@@ -86,10 +86,15 @@ def nemo_score_of(tokens: int) -> float:
     return 1.0 + sum(2.0 + math.log(i + 1) for i in range(1, tokens))
 
 
-def test_weight_multiplies_phrase_score(char_sp) -> None:
-    graph = build_graph([Term("abc", weight=2.5)], char_sp, HAND)
+@pytest.mark.parametrize(
+    ("weight", "multiplier"), [(0.5, 0.5**0.5), (1.0, 1.0), (1.5, 1.5**0.5), (2.0, 2**0.5)]
+)
+def test_a_weight_is_a_boost_level_its_square_root_multiplies_the_score(
+    char_sp, weight: float, multiplier: float
+) -> None:
+    graph = build_graph([Term("abc", weight=weight)], char_sp, HAND)
     labels = [char_sp.piece_to_id(c) for c in "▁abc"]
-    assert nemo_totals(graph, [labels])[0, -1] == pytest.approx(2.5 * w(4), abs=1e-4)
+    assert nemo_totals(graph, [labels])[0, -1] == pytest.approx(multiplier * w(4), abs=1e-4)
 
 
 def test_alternate_spellings_score_like_the_term(char_sp) -> None:

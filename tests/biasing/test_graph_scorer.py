@@ -16,8 +16,8 @@ from biasing.scorer import GraphScorer
 from biasing.terms import Term
 from tests.biasing.biasing_helpers import (
     nemo_score,
-    runtime_totals,
     phrase_case,
+    runtime_totals,
     weighted_phrases,
 )
 
