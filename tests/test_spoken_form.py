@@ -1,7 +1,7 @@
 """``captions_model.spoken_form``: Whisper's written form rewritten in the first pass's spoken style.
 
 Each rule has its own cases; every output is also checked against ``ALLOWED_TEXT`` (the first pass's
-character set, ``training/text.py`` ``ALLOWED``), and the style is pinned to the eval references."""
+character set, ``eval/sentences.py`` ``ALLOWED``), and the style is pinned to the eval references."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from captions_model.spoken_form import (
     to_spoken_form,
 )
 from eval.generate import DOSES, MONEY, PERCENTS
-from training.text import ALLOWED
+from eval.sentences import ALLOWED
 
 
 def spoken(text: str) -> str:
