@@ -29,7 +29,7 @@ WEIGHT_EXPONENT = 0.5  # issue 35: weight 2 (the highest level) boosts 1.41x, no
 def boost_multiplier(weight: float) -> float:
     """How much a term's weight (a boost level, 0.5-2; 1 is the default) multiplies its scores:
     ``weight ** WEIGHT_EXPONENT``, so the highest level favours a term without outweighing the audio."""
-    return float(weight) ** WEIGHT_EXPONENT
+    return float(float(weight) ** WEIGHT_EXPONENT)
 
 
 def token_scores(num_tokens: int, weight: float, params: GraphParams) -> list[float]:

@@ -261,16 +261,21 @@ class _Builder:
         chosen: dict[str, str] = {}
         for slot in SLOT.findall(template):
             chosen[slot] = by_kind[KIND_OF_SLOT[slot]].pop()
-        rng = self.rng
-        text = template.format(
-            **{slot: terms[tid].display for slot, tid in chosen.items()},
-            dose=rng.choice(DOSES),
-            freq=rng.choice(FREQUENCIES),
-            pct=rng.choice(PERCENTS),
-            money=rng.choice(MONEY),
-            procedure=rng.choice(PROCEDURES),
-        )
+        text = fill_template(template, self.rng, {slot: terms[tid].display for slot, tid in chosen.items()})
         return text, tuple(chosen[slot] for slot in SLOT.findall(template))
+
+
+def fill_template(template: str, rng: random.Random, names: dict[str, str]) -> str:
+    """A template with its name slots from ``names`` and its dose, frequency, percentage, money and
+    procedure drawn from their lists."""
+    return template.format(
+        **names,
+        dose=rng.choice(DOSES),
+        freq=rng.choice(FREQUENCIES),
+        pct=rng.choice(PERCENTS),
+        money=rng.choice(MONEY),
+        procedure=rng.choice(PROCEDURES),
+    )
 
 
 def build_set(n: int, seed: int, pools: RarePools, voices: tuple[str, ...] = DEFAULT_VOICES) -> ContextSet:

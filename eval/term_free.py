@@ -41,15 +41,11 @@ from eval.dataset import FESTIVAL_BATCH, SAMPLE_RATE_HZ, level_and_pad, read_16k
 from eval.generate import (
     CLINICAL_TEMPLATES,
     DEFAULT_VOICES,
-    DOSES,
     EARNINGS_TEMPLATES,
-    FREQUENCIES,
-    MONEY,
-    PERCENTS,
-    PROCEDURES,
     SLOT,
     SetTerm,
     TermPicker,
+    fill_template,
 )
 from eval.metrics import normalize
 from eval.sources import RarePools
@@ -94,14 +90,7 @@ def _meeting_sentence(template: str, rng: random.Random) -> str:
     slots = SLOT.findall(template)
     drawn = {kind: rng.sample(words, len(words)) for kind, words in ORDINARY.items()}
     fillers = {slot: drawn[slot if slot in ORDINARY else slot.rstrip("23")].pop() for slot in slots}
-    text = template.format(
-        **fillers,
-        dose=rng.choice(DOSES),
-        freq=rng.choice(FREQUENCIES),
-        pct=rng.choice(PERCENTS),
-        money=rng.choice(MONEY),
-        procedure=rng.choice(PROCEDURES),
-    )
+    text = fill_template(template, rng, fillers)
     text = re.sub(r"\bthe (the|our|my) ", r"\1 ", text)  # "welcome to the our group earnings call"
     text = re.sub(r"\bmore (the|our) ", r"more of \1 ", text)
     return text[0].upper() + text[1:]

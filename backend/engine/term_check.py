@@ -65,7 +65,7 @@ def aligned_region(
     matcher = difflib.SequenceMatcher(
         a=[_bare(w) for w in words], b=[_bare(w) for w in other], autojunk=False
     )
-    lo, hi, out = start, end, []
+    lo, hi, out = start, end, list[str]()
     for tag, a0, a1, b0, b1 in matcher.get_opcodes():
         if tag == "equal":
             shared_lo, shared_hi = max(a0, start), min(a1, end)

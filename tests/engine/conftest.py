@@ -52,6 +52,25 @@ async def engine(model_path: Path) -> AsyncIterator[Engine]:
         yield started
 
 
+async def finals_of(
+    engine: Engine,
+    audio: np.ndarray,
+    vocabulary: object = None,
+    chunk_s: float = 1.12,
+    decoding: str = "beam",
+) -> list[Final]:
+    """Every final of one stream over ``audio``, pushed in exact chunks (the last one zero-padded)."""
+    options = StreamOptions(chunk_s=chunk_s, decoding=decoding, vocabulary=vocabulary)  # type: ignore[arg-type]
+    stream = engine.open_stream(options)
+    size = stream.chunk_samples
+    padded = np.concatenate([audio, np.zeros(-len(audio) % size, np.float32)])
+    finals: list[Final] = []
+    for start in range(0, len(padded), size):
+        finals += (await stream.push(padded[start : start + size])).finals
+    finals += (await stream.finish()).finals
+    return finals
+
+
 def noise(seed: int, seconds: float) -> np.ndarray:
     """Deterministic babble: tones, noise and silences of random length (random models emit varied text)."""
     rng = np.random.default_rng(seed)

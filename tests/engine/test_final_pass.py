@@ -12,10 +12,10 @@ from contextlib import asynccontextmanager
 import numpy as np
 import pytest
 
-from backend.engine import Engine, EngineConfig, Final, StreamOptions
+from backend.engine import Engine, EngineConfig, Final
 from backend.engine.final_pass import disagreement
 from captions_model.paths import BUNDLED_LM_PATH, BUNDLED_MODEL_PATH, FINAL_PASS_MODEL_PATH
-from tests.engine.conftest import running
+from tests.engine.conftest import finals_of, running
 from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
@@ -38,21 +38,6 @@ async def two_pass(**overrides: object) -> AsyncIterator[Engine]:
     config = EngineConfig(model=str(BUNDLED_MODEL_PATH), final_pass="decode", **settings)  # type: ignore[arg-type]
     async with running(config) as engine:
         yield engine
-
-
-async def finals_of(
-    engine: Engine, audio: np.ndarray, vocabulary: object = None, chunk_s: float = 1.12, cut: bool = False
-) -> list[Final]:
-    """Every final of one stream; ``cut``: the client vanishes mid-stream (finish without the tail)."""
-    options = StreamOptions(chunk_s=chunk_s, decoding="beam", vocabulary=vocabulary)  # type: ignore[arg-type]
-    stream = engine.open_stream(options)
-    size = stream.chunk_samples
-    padded = np.concatenate([audio, np.zeros(-len(audio) % size, np.float32)])
-    finals: list[Final] = []
-    for start in range(0, len(padded), size):
-        finals += (await stream.push(padded[start : start + size])).finals
-    finals += (await stream.finish()).finals
-    return finals
 
 
 def text(finals: list[Final]) -> str:

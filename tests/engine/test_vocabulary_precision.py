@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from backend.config import Settings, engine_config
-from backend.engine import Engine, Final, StreamOptions
 from biasing.terms import Term, TermLimits
 from captions_model.paths import BUNDLED_MODEL_PATH, FINAL_PASS_MODEL_PATH
-from tests.engine.conftest import running
+from tests.engine.conftest import finals_of, running
 from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
@@ -37,18 +36,6 @@ def walk_through(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
     return [spoken(sentence, tmp_path_factory.mktemp("walk")) for sentence in WALK_THROUGH]
 
 
-async def finals_of(engine: Engine, audio: np.ndarray, vocabulary: object, decoding: str) -> list[Final]:
-    options = StreamOptions(chunk_s=1.12, decoding=decoding, vocabulary=vocabulary)  # type: ignore[arg-type]
-    stream = engine.open_stream(options)
-    size = stream.chunk_samples
-    padded = np.concatenate([audio, np.zeros(-len(audio) % size, np.float32)])
-    finals: list[Final] = []
-    for start in range(0, len(padded), size):
-        finals += (await stream.push(padded[start : start + size])).finals
-    finals += (await stream.finish()).finals
-    return finals
-
-
 def term_count(text: str) -> int:
     lowered = text.lower()
     return sum(len(re.findall(rf"\b{re.escape(term.lower())}\b", lowered)) for term in TERMS)
@@ -65,7 +52,8 @@ async def test_the_largest_weight_never_makes_a_caption_of_terms(
     weight = TermLimits().max_weight
     async with running(config) as engine:
         vocabulary = await engine.load_vocabulary([Term(text, weight) for text in TERMS])
-        results = await asyncio.gather(*(finals_of(engine, a, vocabulary, decoding) for a in walk_through))
+        streams = (finals_of(engine, audio, vocabulary, decoding=decoding) for audio in walk_through)
+        results = await asyncio.gather(*streams)
         vocabulary.release()
     captions = [" ".join(final.text for final in finals) for finals in results]
     words = sum(len(c.split()) for c in captions)
