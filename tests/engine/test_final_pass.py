@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from backend.engine import Engine, EngineConfig, Final
-from backend.engine.final_pass import disagreement
+from backend.engine.final_guards import disagreement
 from captions_model.paths import BUNDLED_LM_PATH, BUNDLED_MODEL_PATH, FINAL_PASS_MODEL_PATH
 from tests.engine.conftest import finals_of, running
 from tests.support.speech import spoken

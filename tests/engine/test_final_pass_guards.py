@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from backend.engine.final_pass import (
+from backend.engine.final_guards import (
     FinalPassConfig,
     FinalVocabulary,
     compression_ratio,
