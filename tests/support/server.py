@@ -11,6 +11,7 @@ import asyncio
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,20 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(**values)
 
 
+def wait_until_ready(base_url: str, timeout_s: float, check_alive: Callable[[], None]) -> None:
+    """Poll ``/readyz`` until it answers 200; ``check_alive`` raises when the server died meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        check_alive()
+        try:
+            if httpx.get(base_url + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"the server at {base_url} did not become ready")
+
+
 class LiveServer:
     """uvicorn serving ``create_app(settings, engine)`` in a thread; the database is migrated first."""
 
@@ -68,17 +83,12 @@ class LiveServer:
 
     def start(self, timeout_s: float = 120.0) -> LiveServer:
         self.thread.start()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not self.thread.is_alive():
-                raise RuntimeError("server thread died during start-up")
-            try:
-                if httpx.get(self.base_url + "/readyz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError("server did not become ready")
+        wait_until_ready(self.base_url, timeout_s, self._check_alive)
+        return self
+
+    def _check_alive(self) -> None:
+        if not self.thread.is_alive():
+            raise RuntimeError("server thread died during start-up")
 
     @property
     def services(self) -> Any:

@@ -15,14 +15,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from backend.config import Settings
 from backend.db.migrate import upgrade
+from tests.support.server import wait_until_ready
 
 SETTINGS_ENV = "CAPTIONS_TEST_SERVER_SETTINGS"
 ENGINE_ENV = "CAPTIONS_TEST_SERVER_STEP_S"
@@ -51,17 +49,12 @@ class ServerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.server_process"], cwd=ROOT, env=env
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server process exited with {self.process.returncode}")
-            try:
-                if httpx.get(self.base_url + "/readyz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError("server process did not become ready")
+        wait_until_ready(self.base_url, timeout_s, self._check_alive)
+        return self
+
+    def _check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(f"server process exited with {self.process.returncode}")
 
     @property
     def pid(self) -> int:
