@@ -189,13 +189,15 @@ class _Lists:
         self.picker = TermPicker(pools, rng)
         self.spoken = " " + " ".join(normalize(r) for r in references) + " "
         self.terms: dict[str, SetTerm] = {}
+        self._displays: set[str] = set()
 
     def _speakable(self, display: str) -> bool:
         return f" {normalize(display)} " not in self.spoken
 
     def add(self, display: str, kind: str, rare: tuple[str, ...]) -> str | None:
-        if not self._speakable(display) or any(t.display == display for t in self.terms.values()):
+        if not self._speakable(display) or display in self._displays:
             return None
+        self._displays.add(display)
         term_id = f"t{len(self.terms):04d}"
         self.terms[term_id] = SetTerm(term_id, display, kind, "term_free", rare)
         return term_id

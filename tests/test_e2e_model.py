@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 
-import httpx
 import numpy as np
 import pytest
 from websockets.asyncio.client import connect
@@ -21,7 +20,7 @@ from websockets.asyncio.client import connect
 from backend.app import build_engine
 from backend.config import REPO_ROOT, Settings
 from backend.engine import StreamOptions
-from tests.support.server import ADMIN_PASSWORD, free_port, login, query
+from tests.support.server import ADMIN_PASSWORD, free_port, login, query, wait_until_ready
 from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
@@ -84,16 +83,12 @@ def make_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        def alive() -> None:
             assert process.poll() is None, (tmp / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
-        else:
+
+        try:
+            wait_until_ready(base, 300, alive)
+        except TimeoutError:
             pytest.fail("make run did not become ready in 300 s")
         yield base, database_url
     finally:

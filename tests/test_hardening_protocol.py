@@ -21,7 +21,17 @@ from backend.db.session import Database
 from backend.engine.types import StreamOptions
 from tests.support.fake_engine import FakeEngine, FakeStream, chunk
 from tests.support.server import LiveServer, make_settings
-from tests.test_protocol import collect, finals, meeting, open_ws, persisted, speak_and_drop, start, ticket
+from tests.test_protocol import (
+    collect,
+    finals,
+    meeting,
+    open_ws,
+    persisted,
+    speak_and_drop,
+    speak_until_final,
+    start,
+    ticket,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -191,10 +201,7 @@ async def test_a_resume_on_another_replica_supersedes_the_live_connection(
         api, meeting_id = meeting(replica_a)
         old = await open_ws(replica_a, ticket(api, meeting_id))
         ready = await start(old)
-        for sample in (71, 0):
-            await old.send(chunk(sample))
-        while json.loads(await old.recv())["type"] != "final":
-            pass
+        await speak_until_final(old, (71, 0))
         new = await open_ws(replica_b, ticket(api, meeting_id))
         resumed = await start(new, resume_token=ready["resume_token"], last_seq=1)
         assert resumed["resume_from_s"] == 1.12
@@ -277,10 +284,7 @@ async def test_a_failed_persist_is_visible_and_the_session_can_resume(
     api, meeting_id = meeting(server)
     ws = await open_ws(server, ticket(api, meeting_id))
     ready = await start(ws)
-    for sample in (81, 0):
-        await ws.send(chunk(sample))
-    while json.loads(await ws.recv())["type"] != "final":
-        pass
+    await speak_until_final(ws, (81, 0))
     _fail_caption_writes(server, True)
     for sample in (82, 0):
         await ws.send(chunk(sample))

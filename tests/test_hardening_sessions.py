@@ -17,7 +17,16 @@ from websockets.exceptions import InvalidStatus
 from tests.support.fake_engine import FakeEngine, chunk
 from tests.support.server import LiveServer, make_settings
 from tests.test_meeting_view_protocol import member, open_view, until
-from tests.test_protocol import collect, finals, meeting, open_ws, persisted, start, ticket
+from tests.test_protocol import (
+    collect,
+    finals,
+    meeting,
+    open_ws,
+    persisted,
+    speak_until_final,
+    start,
+    ticket,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -35,10 +44,7 @@ async def test_a_resume_token_works_only_for_the_user_it_was_given_to(server: Li
     nurse, _ = member(server, admin)
     owner = await open_ws(server, ticket(admin, meeting_id))
     ready = await start(owner)
-    for sample in (11, 0):
-        await owner.send(chunk(sample))
-    while json.loads(await owner.recv())["type"] != "final":
-        pass
+    await speak_until_final(owner, (11, 0))
 
     thief = await open_ws(server, ticket(nurse, meeting_id))
     await thief.send(
@@ -112,10 +118,7 @@ async def test_a_full_disk_is_a_typed_503_and_sessions_resume_as_soon_as_it_is_f
     api, meeting_id = meeting(server)
     ws = await open_ws(server, ticket(api, meeting_id))
     ready = await start(ws)
-    for sample in (81, 0):
-        await ws.send(chunk(sample))
-    while json.loads(await ws.recv())["type"] != "final":
-        pass
+    await speak_until_final(ws, (81, 0))
     disk = FullDisk(server)
     for sample in (82, 0):
         await ws.send(chunk(sample))

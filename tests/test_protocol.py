@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,15 @@ async def start(ws: ClientConnection, chunk_s: float = 0.56, **extra: Any) -> di
     ready = json.loads(await ws.recv())
     assert ready["type"] == "ready", ready
     return ready
+
+
+async def speak_until_final(ws: ClientConnection, samples: Iterable[int]) -> dict[str, Any]:
+    """Send a fake-engine chunk per sample (0: a pause) and read up to the first final; returns it."""
+    for sample in samples:
+        await ws.send(chunk(sample))
+    while (message := json.loads(await ws.recv()))["type"] != "final":
+        pass
+    return message
 
 
 async def collect(ws: ClientConnection) -> list[dict[str, Any]]:

@@ -110,7 +110,6 @@ class _PerStreamFusion:
         if self.lm_token_bonus:
             log_probs[..., :-1] += self.lm_token_bonus
 
-
     @staticmethod
     def _gate(boost: torch.Tensor, label_log_probs: torch.Tensor, margin: float) -> torch.Tensor:
         """``boost`` [batch, beam, V] without its positive part where the model's own log-probability of the

@@ -55,6 +55,7 @@ from backend.engine.final_guards import (
     with_text,
 )
 from backend.engine.steps import StepItem, StepOutput
+from backend.engine.term_check import apply_checks, candidates
 from backend.engine.types import SAMPLE_RATE_HZ, Final
 
 __all__ = ["FinalPass", "FinalPassConfig", "FinalVocabulary", "Refinement"]
@@ -126,6 +127,9 @@ class FinalPass:
         self.refine_many([(Final("A tone.", 0.0, 1.0), tone, None)])
         self.outcomes.clear()
 
+    def _count(self, outcome: str, n: int = 1) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + n
+
     def forget(self, stream_id: int) -> None:
         self._audio.pop(stream_id, None)
 
@@ -146,7 +150,7 @@ class FinalPass:
                 last = max(last, first)
                 if audio.start > int(final.start_s * SAMPLE_RATE_HZ):  # its beginning is no longer kept:
                     results[(index, final_index)] = Refinement(final, "too_long")  # Whisper would miss it
-                    self.outcomes["too_long"] = self.outcomes.get("too_long", 0) + 1
+                    self._count("too_long")
                 else:
                     jobs.append((index, final_index, final, audio.window(first, last)))
                 audio.cut = min(last, audio.end)
@@ -158,7 +162,7 @@ class FinalPass:
             self.last_ms = (time.perf_counter() - started) * 1000.0
             for (index, final_index, _, _), refinement in zip(jobs, refinements, strict=True):
                 results[(index, final_index)] = refinement
-                self.outcomes[refinement.reason] = self.outcomes.get(refinement.reason, 0) + 1
+                self._count(refinement.reason)
         for item in items:
             if item.is_last:
                 self.forget(item.stream_id)
@@ -211,8 +215,9 @@ class FinalPass:
         durations = [len(jobs[i][1]) / SAMPLE_RATE_HZ for i in batch]
         max_tokens = [max_tokens_for(d) for d in durations]
         vocabularies = [jobs[i][2] for i in batch]
-        checking = config.max_term_deficit is not None
-        checked = [r for r, v in enumerate(vocabularies) if v is not None and checking]
+        checked = [r for r, v in enumerate(vocabularies) if v is not None]
+        if config.max_term_deficit is None:  # terms are not checked: no plain reading either
+            checked = []
         rows = torch.tensor(list(range(len(batch))) + checked, dtype=torch.long)
         # the boosted decodes, then unboosted twins of the rows whose terms are checked
         hyps = self.model.decode(
@@ -250,8 +255,6 @@ class FinalPass:
     ) -> None:
         """Confirm or drop each term of the texts about to be committed (``term_check``), in one batched
         teacher-forced scoring call; ``refined`` is updated in place."""
-        from backend.engine.term_check import apply_checks, candidates
-
         jobs = []
         for row, plain in plains.items():
             refinement, vocabulary = refined[row], vocabularies[row]
@@ -273,13 +276,12 @@ class FinalPass:
         for (row, texts, checks), totals in zip(jobs, scores, strict=True):
             filled = tuple(replace(c, margin=totals[0] - totals[k + 1]) for k, c in enumerate(checks))
             dropped = sum(not c.kept(limit) for c in filled)
-            self.outcomes["term_confirmed"] = self.outcomes.get("term_confirmed", 0) + len(filled) - dropped
-            self.outcomes["term_dropped"] = self.outcomes.get("term_dropped", 0) + dropped
+            self._count("term_confirmed", len(filled) - dropped)
+            self._count("term_dropped", dropped)
             refinement = refined[row]
-            final = refinement.final
-            if not dropped or final is None:
+            if not dropped or refinement.final is None:  # (every job has a final: for the type checker)
                 refined[row] = replace(refinement, checks=filled)
                 continue
             text = capitalized(apply_checks(texts[0], filled, limit))
-            kept = with_text(final, text) if text.strip() else None
+            kept = with_text(refinement.final, text) if text.strip() else None
             refined[row] = Refinement(kept, refinement.reason, refinement.second_text, filled)

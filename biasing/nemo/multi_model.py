@@ -22,6 +22,8 @@ import torch
 from nemo.collections.asr.parts.context_biasing.biasing_multi_model import GPUBiasingMultiModel
 from nemo.collections.asr.parts.submodules.ngram_lm import NGramGPULanguageModel
 
+_Hop = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # rows, state, backoff, refunds so far
+
 
 class SparseAdvanceMultiModel(GPUBiasingMultiModel):
     """``GPUBiasingMultiModel`` whose PyTorch advance costs one batch x vocabulary gather per call, with the
@@ -91,16 +93,29 @@ class SparseAdvanceMultiModel(GPUBiasingMultiModel):
         hypothesis in the middle of a term would outrank complete ones when an utterance is committed."""
         active = model_ids >= 0
         ids = torch.where(active, model_ids, 0)
-        offsets = self.model2states_offset[ids]
+        accumulated = self._backoff_chain(states, model_ids)[1]
+        return torch.where(active, accumulated * self.model2alpha[ids], torch.zeros_like(accumulated))
+
+    def _backoff_chain(
+        self, states: torch.Tensor, model_ids: torch.Tensor
+    ) -> tuple[list[_Hop], torch.Tensor, torch.Tensor]:
+        """Each row's walk from its state down to the root (rows with id -1 stay at the root): the hops as
+        (rows, global state, back-off weights so far, word-end refunds so far), and both totals [B]."""
+        active = model_ids >= 0
+        states_offset = self.model2states_offset[torch.where(active, model_ids, 0)]
         current = torch.where(active, states, 0)
-        total = torch.zeros(states.shape[0], dtype=self.all_backoff_weights.dtype, device=states.device)
+        accumulated = torch.zeros(states.shape[0], dtype=self.all_backoff_weights.dtype, device=states.device)
+        refunded = torch.zeros_like(accumulated)
+        hops: list[_Hop] = []
         pending = (current != self.START_STATE).nonzero().squeeze(1)
         while pending.numel() > 0:
-            global_states = current[pending] + offsets[pending]
-            total[pending] += self.all_backoff_weights[global_states]
+            global_states = current[pending] + states_offset[pending]
+            hops.append((pending, global_states, accumulated[pending].clone(), refunded[pending].clone()))
+            accumulated[pending] += self.all_backoff_weights[global_states]
+            refunded[pending] += self.all_word_end_refunds[global_states]
             current[pending] = self.all_backoff_to_states[global_states]
             pending = pending[current[pending] != self.START_STATE]
-        return torch.where(active, total * self.model2alpha[ids], torch.zeros_like(total))
+        return hops, accumulated, refunded
 
     def _advance_pytorch(
         self, states: torch.Tensor, model_ids: torch.Tensor
@@ -110,21 +125,8 @@ class SparseAdvanceMultiModel(GPUBiasingMultiModel):
         ids = torch.where(active, model_ids, 0)
         states_offset = self.model2states_offset[ids]
         arcs_offset = self.model2arcs_offset[ids]
-        current = torch.where(active, states, 0)
-        accumulated = torch.zeros(states.shape[0], dtype=self.all_backoff_weights.dtype, device=states.device)
-        refunded = torch.zeros_like(accumulated)
+        hops, accumulated, refunded = self._backoff_chain(states, model_ids)
         continues = self.label_continues_word.to(accumulated.dtype)
-        hops: list[
-            tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-        ] = []  # (rows, global state, backoff so far, word-end refunds so far)
-        pending = (current != self.START_STATE).nonzero().squeeze(1)
-        while pending.numel() > 0:
-            global_states = current[pending] + states_offset[pending]
-            hops.append((pending, global_states, accumulated[pending].clone(), refunded[pending].clone()))
-            accumulated[pending] += self.all_backoff_weights[global_states]
-            refunded[pending] += self.all_word_end_refunds[global_states]
-            current[pending] = self.all_backoff_to_states[global_states]
-            pending = pending[current[pending] != self.START_STATE]
         root_first_arc = self.all_start_end_arcs[states_offset, 0] + arcs_offset
         base = root_first_arc[:, None] + torch.arange(vocab_size, device=states.device)[None, :]
         scores = self.all_arcs_weights[base] + accumulated[:, None] - refunded[:, None] * continues[None, :]
