@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from backend.engine.beam_streams import BeamStreams
-from backend.engine.final_pass import FinalPass, FinalPassConfig
+from backend.engine.final_pass import FinalPass, FinalPassConfig, RefineJob
 from backend.engine.nemo_pipelines import (
     ChunkPipeline,
     build_buffered_pipeline,
@@ -79,7 +79,17 @@ class StreamDecoder:
             raise ValueError(f"no pipeline for chunk {chunk_s} s with {decoding} decoding") from None
 
     def step(self, items: list[StepItem]) -> list[StepOutput]:
-        """Decode one batch (at most one item per stream); outputs are in the order of ``items``."""
+        """Decode one batch (at most one item per stream), second pass included; outputs are in the order of
+        ``items``."""
+        outputs, job = self.step_first(items)
+        if job is None or self.final_pass is None:
+            return outputs
+        with torch.inference_mode():
+            return self.final_pass.apply(job)
+
+    def step_first(self, items: list[StepItem]) -> tuple[list[StepOutput], RefineJob | None]:
+        """The first pass of one batch, and the second pass's work for its finals (None: none to do), which
+        ``FinalPass.apply`` may run on another thread (the engine does)."""
         if len({item.stream_id for item in items}) != len(items):
             raise ValueError("a step holds at most one chunk per stream")
         groups: dict[tuple[float, str], list[int]] = defaultdict(list)
@@ -104,10 +114,10 @@ class StreamDecoder:
                 if item.is_last:
                     self._biasing.pop(item.stream_id, None)
         done = [output for output in outputs if output is not None]
-        if self.final_pass is not None:
-            with torch.inference_mode():
-                done = self.final_pass.refine(items, done)
-        return done
+        if self.final_pass is None:
+            return done, None
+        job = self.final_pass.take(items, done)
+        return done, job if job.pending else None
 
     def drop_stream(self, stream_id: int, chunk_s: float, decoding: str) -> None:
         """Free everything NeMo holds for a stream that will never send its last chunk (abort)."""

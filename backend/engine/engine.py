@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import structlog
 import torch
 
 from backend.engine.decoder import StreamDecoder
 from backend.engine.errors import EngineError, EngineOverloaded
-from backend.engine.final_pass import FinalVocabulary
+from backend.engine.final_pass import FinalPass, FinalVocabulary, RefineJob
 from backend.engine.steps import StepItem, StepOutput
 from backend.engine.stream import EngineStream, StreamStatus
 from backend.engine.types import (
@@ -47,6 +48,8 @@ from backend.engine.vocabulary import (
     normalized,
 )
 from biasing.nemo.registry import BiasingRegistry, CompiledVocabulary, Lease
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass
@@ -68,6 +71,10 @@ class Engine:
         self._decoder: StreamDecoder | None = None
         self._decode_executor: ThreadPoolExecutor | None = None
         self._compile_executor: ThreadPoolExecutor | None = None
+        self._final_executor: ThreadPoolExecutor | None = None
+        self._final_backlog = 0  # second-pass jobs submitted and not finished
+        # False: new finals keep the first pass's text (the service's degradation ladder sets it under load)
+        self.second_pass_enabled = True
         self._batcher: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
         # Requests waiting for a step, oldest first; at most one per stream (dict keyed by stream id).
@@ -83,6 +90,7 @@ class Engine:
         self._last_step_ms = 0.0
         self._queue_wait_ms = 0.0
         self._steps_total = 0
+        self._final_tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Load the model on the decode thread, warm it up, and start the batcher task."""
@@ -94,6 +102,11 @@ class Engine:
         )
         self._compile_executor = ThreadPoolExecutor(
             1, "engine-compile", initializer=torch.set_num_threads, initargs=(threads,)
+        )
+        # The second pass runs here, beside the decode thread (the second core): a step's partials and the
+        # streams without a final go out at once, the finals when Whisper has re-read them (issue 37).
+        self._final_executor = ThreadPoolExecutor(
+            1, "engine-final", initializer=torch.set_num_threads, initargs=(threads,)
         )
         loop = self._loop = asyncio.get_running_loop()
         self._decoder = await loop.run_in_executor(self._decode_executor, self._load)
@@ -127,9 +140,11 @@ class Engine:
             except asyncio.CancelledError:
                 pass
         self._fail_pending(EngineError("engine stopped"))
+        if self._final_tasks:  # finals being re-read: sent with or without the second pass, never lost
+            await asyncio.gather(*self._final_tasks, return_exceptions=True)
         for stream in list(self._streams.values()):
             stream._close(StreamStatus.ABORTED)
-        for executor in (self._compile_executor, self._decode_executor):
+        for executor in (self._compile_executor, self._final_executor, self._decode_executor):
             if executor is not None:
                 await asyncio.to_thread(executor.shutdown, wait=True)
         if self._biasing is not None:  # the compile process: otherwise it outlives the engine
@@ -356,7 +371,7 @@ class Engine:
         items = [item for _, item in batch]
         loop = asyncio.get_running_loop()
         try:
-            outputs = await loop.run_in_executor(self._decode_executor, self._decode_step, items)
+            outputs, job = await loop.run_in_executor(self._decode_executor, self._decode_step, items)
         except Exception as exc:  # a failed step fails the engine: the service closes sessions (1011)
             self._failure = exc
             error = EngineError(f"decode step failed: {exc!r}")
@@ -370,13 +385,48 @@ class Engine:
         self._last_batch_streams = len(batch)
         self._max_batch_streams_seen = max(self._max_batch_streams_seen, len(batch))
         self._steps_total += 1
-        for (request, item), output in zip(batch, outputs, strict=True):
-            result = request.stream.on_step(item, output)
-            if not request.future.done():
-                request.future.set_result(result)
+        waiting: list[int] = []
+        for index, ((request, item), output) in enumerate(zip(batch, outputs, strict=True)):
+            if job is not None and output.finals:
+                waiting.append(index)
+                continue
+            self._resolve(request, item, output)
+        if job is not None:
+            task = asyncio.create_task(self._second_pass([batch[i] for i in waiting], waiting, job))
+            self._final_tasks.add(task)
+            task.add_done_callback(self._final_tasks.discard)
 
-    def _decode_step(self, items: list[StepItem]) -> list[StepOutput]:
-        return self._loaded_decoder().step(items)
+    async def _second_pass(
+        self, waiting: list[tuple[_Request, StepItem]], indices: list[int], job: RefineJob
+    ) -> None:
+        """Resolve the streams of a step that committed finals once the second pass has read them, on its own
+        thread. Under load (``final_pass_max_backlog`` jobs already waiting) the first pass's finals stand.
+        A failing second pass costs its refinement, never a final: the first pass's finals are sent."""
+        final_pass = self._loaded_decoder().final_pass
+        outputs = list(job.outputs)
+        if final_pass is not None and self._final_executor is not None:
+            busy = self._final_backlog >= self.config.final_pass_max_backlog
+            skip = "skipped_load" if busy or not self.second_pass_enabled else None
+            self._final_backlog += 1
+            try:
+                outputs = await asyncio.get_running_loop().run_in_executor(
+                    self._final_executor, _apply_second_pass, final_pass, job, skip
+                )
+            except Exception as exc:  # noqa: BLE001 - the first pass's finals stand
+                log.warning("second pass failed; the first pass's finals stand", error=repr(exc))
+            finally:
+                self._final_backlog -= 1
+        for (request, item), index in zip(waiting, indices, strict=True):
+            self._resolve(request, item, outputs[index])
+
+    @staticmethod
+    def _resolve(request: _Request, item: StepItem, output: StepOutput) -> None:
+        result = request.stream.on_step(item, output)
+        if not request.future.done():
+            request.future.set_result(result)
+
+    def _decode_step(self, items: list[StepItem]) -> tuple[list[StepOutput], RefineJob | None]:
+        return self._loaded_decoder().step_first(items)
 
     def _fail_pending(self, error: EngineError) -> None:
         pending, self._pending = self._pending, {}
@@ -397,3 +447,9 @@ class Engine:
         decoder = self._loaded_decoder()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._decode_executor, decoder.live_stream_count)
+
+
+def _apply_second_pass(final_pass: FinalPass, job: RefineJob, skip: str | None) -> list[StepOutput]:
+    """The second pass of one step (the engine's final-pass thread)."""
+    with torch.inference_mode():
+        return final_pass.apply(job, skip=skip)

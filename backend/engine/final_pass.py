@@ -58,7 +58,7 @@ from backend.engine.steps import StepItem, StepOutput
 from backend.engine.term_check import apply_checks, candidates
 from backend.engine.types import SAMPLE_RATE_HZ, Final
 
-__all__ = ["FinalPass", "FinalPassConfig", "FinalVocabulary", "Refinement"]
+__all__ = ["FinalPass", "FinalPassConfig", "FinalVocabulary", "Refinement", "RefineJob"]
 
 KEEP_BEFORE_S = 0.5  # audio kept before the first pass's first word
 KEEP_AFTER_S = 0.5  # and after its last (the end of utterance follows >= 0.8 s of silence)
@@ -97,8 +97,25 @@ class _StreamAudio:
         return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
 
 
+@dataclass(frozen=True)
+class RefineJob:
+    """A step's first-pass outputs and the audio of its finals, cut on the decode thread (``FinalPass.take``):
+    ``jobs`` are (output index, final index, final, audio); ``settled`` the finals decided without Whisper."""
+
+    outputs: tuple[StepOutput, ...]
+    vocabularies: tuple[FinalVocabulary | None, ...]
+    jobs: tuple[tuple[int, int, Final, np.ndarray], ...]
+    settled: dict[tuple[int, int], Refinement]
+
+    @property
+    def pending(self) -> bool:
+        """Whether any final waits for the second pass."""
+        return bool(self.jobs or self.settled)
+
+
 class FinalPass:
-    """Per-stream audio and the batched second pass (decode thread only, like ``StreamDecoder``)."""
+    """Per-stream audio (decode thread: ``observe``, ``take``, ``forget``) and the batched second pass
+    (``apply``: the engine runs it on its own thread, so both cores work: issue 37)."""
 
     def __init__(self, config: FinalPassConfig) -> None:
         from captions_model.whisper_final import FinalPassModel
@@ -138,8 +155,14 @@ class FinalPass:
 
     def refine(self, items: list[StepItem], outputs: list[StepOutput]) -> list[StepOutput]:
         """The step's outputs with every final refined; streams whose last chunk this was are forgotten."""
-        jobs: list[tuple[int, int, Final, np.ndarray]] = []  # (output index, final index, final, audio)
-        results: dict[tuple[int, int], Refinement] = {}
+        return self.apply(self.take(items, outputs))
+
+    def take(self, items: list[StepItem], outputs: list[StepOutput]) -> RefineJob:
+        """Decode thread, right after the first pass: cut each final's audio out of its stream's kept audio
+        (copies) and forget the streams whose last chunk this was. What it returns is all ``apply`` reads, so
+        ``apply`` may run on another thread while the decode thread goes on with the next step."""
+        jobs: list[tuple[int, int, Final, np.ndarray]] = []
+        settled: dict[tuple[int, int], Refinement] = {}
         for index, (item, output) in enumerate(zip(items, outputs, strict=True)):
             audio = self._audio.get(item.stream_id)
             if audio is None:
@@ -149,27 +172,40 @@ class FinalPass:
                 last = audio.end if item.is_last else int((final.end_s + KEEP_AFTER_S) * SAMPLE_RATE_HZ)
                 last = max(last, first)
                 if audio.start > int(final.start_s * SAMPLE_RATE_HZ):  # its beginning is no longer kept:
-                    results[(index, final_index)] = Refinement(final, "too_long")  # Whisper would miss it
-                    self._count("too_long")
+                    settled[(index, final_index)] = Refinement(final, "too_long")  # Whisper would miss it
                 else:
                     jobs.append((index, final_index, final, audio.window(first, last)))
                 audio.cut = min(last, audio.end)
-        if jobs:
-            started = time.perf_counter()
-            refinements = self.refine_many(
-                [(final, samples, items[i].final_vocabulary) for i, _, final, samples in jobs]
-            )
-            self.last_ms = (time.perf_counter() - started) * 1000.0
-            for (index, final_index, _, _), refinement in zip(jobs, refinements, strict=True):
-                results[(index, final_index)] = refinement
-                self._count(refinement.reason)
         for item in items:
             if item.is_last:
                 self.forget(item.stream_id)
+        vocabularies = tuple(item.final_vocabulary for item in items)
+        return RefineJob(tuple(outputs), vocabularies, tuple(jobs), settled)
+
+    def apply(self, job: RefineJob, *, skip: str | None = None) -> list[StepOutput]:
+        """Run the second pass over a step's finals (any one thread at a time; the model is not shared with
+        the first pass). ``skip``: keep every first-pass final as it is, counted under this outcome (the
+        degradation ladder's first rung)."""
+        results = dict(job.settled)
+        for reason in results.values():
+            self._count(reason.reason)
+        if job.jobs and skip is not None:
+            for index, final_index, final, _ in job.jobs:
+                results[(index, final_index)] = Refinement(final, skip)
+            self._count(skip, len(job.jobs))
+        elif job.jobs:
+            started = time.perf_counter()
+            refinements = self.refine_many(
+                [(final, samples, job.vocabularies[i]) for i, _, final, samples in job.jobs]
+            )
+            self.last_ms = (time.perf_counter() - started) * 1000.0
+            for (index, final_index, _, _), refinement in zip(job.jobs, refinements, strict=True):
+                results[(index, final_index)] = refinement
+                self._count(refinement.reason)
         if not results:
-            return outputs
+            return list(job.outputs)
         refined_outputs = []
-        for index, output in enumerate(outputs):
+        for index, output in enumerate(job.outputs):
             finals = []
             for final_index, final in enumerate(output.finals):
                 found = results.get((index, final_index))

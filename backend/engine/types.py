@@ -65,6 +65,8 @@ class EngineConfig:
     the second pass's window and is checked (a 44 s reading without a long pause was one unread final).
     ``stop_history_eou_ms``: trailing silence (blank frames) that ends an
     utterance. ``max_live_streams``: open streams beyond this raise ``EngineOverloaded``.
+    ``final_pass_max_backlog``: second-pass jobs (one per step with finals) allowed to wait on the second
+    pass's thread; a step's finals beyond it keep the first pass's text (the degradation ladder's first rung).
     ``beam_size``: beams per stream for ``decoding="beam"``. ``max_symbols_per_step``: labels the decoder
     may emit per encoder frame (NeMo's default 10). ``vocabulary_cache_dir``: compiled vocabulary graphs on
     disk (None: memory cache only). ``lm_path``: a token-level n-gram LM over the model's vocabulary (NeMo
@@ -109,6 +111,7 @@ class EngineConfig:
     long_utterance_pause_ms: int = 320
     max_utterance_s: float = 25.0
     max_live_streams: int = 256
+    final_pass_max_backlog: int = 3
     max_symbols_per_step: int = 10
     vocabulary_cache_dir: str | None = None
     leading_silence_dbfs: float | None = -45.0
@@ -150,6 +153,8 @@ class EngineConfig:
             raise ValueError("need 0 < long_utterance_s <= max_utterance_s and long_utterance_pause_ms >= 0")
         if self.max_live_streams < 1:
             raise ValueError("max_live_streams must be >= 1")
+        if self.final_pass_max_backlog < 0:
+            raise ValueError("final_pass_max_backlog must be >= 0")
         if self.max_symbols_per_step < 1:
             raise ValueError("max_symbols_per_step must be >= 1")
         if self.leading_silence_dbfs is not None and self.leading_silence_dbfs > 0:

@@ -6,13 +6,14 @@ spoken by espeak-ng (a voice neither model was trained on as such) or made to pr
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import numpy as np
 import pytest
 
-from backend.engine import Engine, EngineConfig, Final
+from backend.engine import Engine, EngineConfig, Final, StreamOptions
 from backend.engine.final_guards import disagreement
 from captions_model.paths import BUNDLED_LM_PATH, BUNDLED_MODEL_PATH, FINAL_PASS_MODEL_PATH
 from tests.engine.conftest import finals_of, running
@@ -162,3 +163,44 @@ async def test_no_stray_word_is_committed_in_the_pause_after_a_sentence(speech: 
         for chunk_s in (1.12, 0.56):
             finals = await finals_of(engine, audio, chunk_s=chunk_s)
             assert [len(f.text.split()) >= 5 for f in finals] == [True, True], (chunk_s, finals)
+
+
+async def test_the_second_pass_runs_beside_the_decode_thread_and_gives_way_under_load(
+    speech: list[np.ndarray],
+) -> None:
+    """Issue 37: Whisper re-reads finals on its own thread while the decode thread goes on with the other
+    streams; with the second pass switched off (the ladder's first rung) finals keep the first pass's text."""
+    async with two_pass() as engine:
+        final_pass = engine._loaded_decoder().final_pass
+        assert final_pass is not None
+        original, threads = final_pass.apply, []
+        entered, release = threading.Event(), threading.Event()
+
+        def held_apply(job: object, *, skip: str | None = None) -> object:
+            threads.append(threading.current_thread().name)
+            entered.set()
+            release.wait(60)
+            return original(job, skip=skip)  # type: ignore[arg-type]
+
+        final_pass.apply = held_apply  # type: ignore[method-assign]
+        speaker = asyncio.create_task(finals_of(engine, speech[0]))
+        assert await asyncio.to_thread(entered.wait, 120)
+        other = engine.open_stream(StreamOptions(chunk_s=1.12, decoding="beam"))
+        size = other.chunk_samples
+        steps = engine.stats().steps_total
+        for k in (1, 2):  # loud chunks (a leading quiet one is skipped, not decoded)
+            await asyncio.wait_for(other.push(speech[1][k * size : (k + 1) * size]), 60)
+        assert engine.stats().steps_total >= steps + 2
+        assert not speaker.done()  # its final is still being re-read
+        release.set()
+        refined = await speaker
+        await other.finish()
+        final_pass.apply = original  # type: ignore[method-assign]
+        assert threads and all(name.startswith("engine-final") for name in threads)
+        assert any(f.source == "second" for f in refined), refined
+
+        engine.second_pass_enabled = False
+        unrefined = await finals_of(engine, speech[2])
+        outcomes = dict(engine.stats().final_pass_outcomes)
+    assert unrefined and all(f.source == "first" for f in unrefined), unrefined
+    assert outcomes.get("skipped_load", 0) >= len(unrefined), outcomes
