@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
-from backend.api import auth, drafts, live, meeting_view, meetings, users, vocabularies
+from backend.api import auth, drafts, live, meeting_view, meetings, transcripts, users, vocabularies
 from backend.api.errors import (
     ApiError,
     api_error_handler,
@@ -197,6 +197,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         *vocabularies.routes,
         *meetings.routes,
         *meeting_view.routes,
+        *transcripts.routes,
         *drafts.routes,
         *live.routes,
         WebSocketRoute("/ws", websocket_endpoint),

@@ -7,8 +7,14 @@ and text show ``<`` and ``>`` as look-alikes (SRT players read tags, and ``-->``
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Sequence
+from datetime import datetime
 from typing import NamedTuple
+from urllib.parse import quote
+
+EXTENSIONS = {"vtt": "vtt", "srt": "srt", "text": "txt"}
 
 
 class Cue(NamedTuple):
@@ -84,3 +90,19 @@ def render_captions(fmt: str, cues: Sequence[Cue]) -> tuple[str, str]:
         lines = [f"[{_clock(c.start_s, '.')[:8]}] {_prefixed(c)}\n" for c in ordered]
         return "".join(lines), "text/plain; charset=utf-8"
     raise ValueError(f"unknown caption format {fmt!r}: expected json, vtt, srt or text")
+
+
+def export_filename(title: str, fmt: str, day: datetime) -> str:
+    """A file name like "weekly-standup-2026-12-02.vtt", as the page's own export names it
+    (``frontend/static/js/export.js`` ``exportFilename``): the title's letters and digits, lower case,
+    accents dropped, joined by "-", at most 60 characters; the meeting's date."""
+    folded = unicodedata.normalize("NFKD", " ".join(title.split()).lower())
+    plain = "".join(ch for ch in folded if not unicodedata.category(ch).startswith("M"))
+    slug = re.sub(r"[\W_]+", "-", plain).strip("-")[:60].strip("-")
+    return f"{slug or 'captions'}-{day.date().isoformat()}.{EXTENSIONS.get(fmt, fmt)}"
+
+
+def content_disposition(filename: str) -> str:
+    """An attachment header for ``filename``: an ASCII fallback and the UTF-8 name (RFC 6266)."""
+    fallback = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename)}"

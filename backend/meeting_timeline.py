@@ -3,7 +3,9 @@
 A final's meeting time is (its stream session's start wall time - the meeting's ``started_at``) + its
 ``start_s`` on the session's audio clock (which a resumed session continues), so the finals of every
 speaker interleave in real time. A speaker's label is their display name in the meeting
-(``meeting_participants``), else their username.
+(``meeting_participants``), else their username; a label merged into another participant's
+(``meeting_participants.merged_into``) shows that participant's. A final's text is its latest correction
+(``caption_edits``) where it has one; ``original`` keeps what the recognizer wrote.
 """
 
 from __future__ import annotations
@@ -16,13 +18,21 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import CaptionSegment, Meeting, MeetingParticipant, StreamSession, User
+from backend.db.models import (
+    CaptionEdit,
+    CaptionSegment,
+    Meeting,
+    MeetingParticipant,
+    StreamSession,
+    User,
+)
 from backend.db.session import as_utc
 
 __all__ = [
     "MeetingClock",
     "StreamClock",
     "TimelineFinal",
+    "corrections",
     "in_meeting_order",
     "meeting_timeline",
     "read_clock",
@@ -60,6 +70,8 @@ class TimelineFinal:
     meeting_start_s: float
     meeting_end_s: float
     matched_terms: list[Any] = field(default_factory=list)
+    original: str | None = None
+    """What the recognizer wrote, where ``text`` is a correction (None: not corrected)."""
 
     def message(self) -> dict[str, Any]:
         """The meeting view's ``final`` message."""
@@ -75,6 +87,7 @@ class TimelineFinal:
             "meeting_start_s": self.meeting_start_s,
             "meeting_end_s": self.meeting_end_s,
             "matched_terms": self.matched_terms,
+            "edited": self.original is not None,
         }
 
 
@@ -88,6 +101,8 @@ class MeetingClock:
     ended_at: datetime | None
     streams: dict[str, StreamClock] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
+    corrected: dict[int, str] = field(default_factory=dict)
+    """{segment id: its latest correction} (read by ``meeting_timeline``; empty for the live feed)."""
 
     def speaker(self, user_id: int | None) -> str:
         return self.names.get(user_id, UNKNOWN_SPEAKER) if user_id is not None else UNKNOWN_SPEAKER
@@ -95,18 +110,21 @@ class MeetingClock:
     def place(self, segment: CaptionSegment) -> TimelineFinal:
         """``segment`` on the meeting's clock (its stream must be in ``streams``)."""
         stream = self.streams[segment.session_id]
+        fixed = self.corrected.get(segment.id)
+        edited = fixed is not None and fixed != segment.text
         return TimelineFinal(
             id=segment.id,
             session_id=segment.session_id,
             seq=segment.seq,
             user_id=stream.user_id,
             speaker=self.speaker(stream.user_id),
-            text=segment.text,
+            text=fixed if edited and fixed is not None else segment.text,
             start_s=segment.start_s,
             end_s=segment.end_s,
             meeting_start_s=round(stream.offset_s + segment.start_s, 3),
             meeting_end_s=round(stream.offset_s + segment.end_s, 3),
             matched_terms=list(segment.matched_terms or []),
+            original=segment.text if edited else None,
         )
 
 
@@ -137,19 +155,31 @@ async def read_clock(db: AsyncSession, meeting_id: int) -> MeetingClock | None:
 
 async def speaker_names(db: AsyncSession, meeting_id: int, user_ids: Iterable[int]) -> dict[int, str]:
     """Each user's label in the meeting: their display name there, else their account's display name, else
-    their username."""
-    ids = sorted(set(user_ids))
+    their username; a label merged into another participant's is that participant's label."""
+    ids = set(user_ids)
     if not ids:
         return {}
-    users = await db.execute(select(User.id, User.username, User.display_name).where(User.id.in_(ids)))
+    part = MeetingParticipant
+    query = select(part.user_id, part.display_name, part.merged_into).where(part.meeting_id == meeting_id)
+    rows = (await db.execute(query)).tuples().all()
+    merged = {user_id: into for user_id, _name, into in rows if into is not None and user_id in ids}
+    everyone = sorted(ids | set(merged.values()))
+    users = await db.execute(select(User.id, User.username, User.display_name).where(User.id.in_(everyone)))
     names = {user_id: display or username for user_id, username, display in users.all()}
-    chosen = await db.execute(
-        select(MeetingParticipant.user_id, MeetingParticipant.display_name).where(
-            MeetingParticipant.meeting_id == meeting_id, MeetingParticipant.user_id.in_(ids)
-        )
+    names.update({user_id: name for user_id, name, _into in rows if user_id in names and name})
+    for user_id, into in merged.items():
+        names[user_id] = names.get(into, names.get(user_id, UNKNOWN_SPEAKER))
+    return {user_id: name for user_id, name in names.items() if user_id in ids}
+
+
+async def corrections(db: AsyncSession, meeting_id: int) -> dict[int, str]:
+    """{segment id: its latest correction} of the meeting's finals."""
+    query = (
+        select(CaptionEdit.segment_id, CaptionEdit.text)
+        .where(CaptionEdit.meeting_id == meeting_id)
+        .order_by(CaptionEdit.id)
     )
-    names.update(dict(chosen.tuples().all()))
-    return names
+    return dict((await db.execute(query)).tuples().all())
 
 
 async def segments_after(
@@ -177,5 +207,6 @@ async def meeting_timeline(db: AsyncSession, meeting_id: int) -> tuple[MeetingCl
     clock = await read_clock(db, meeting_id)
     if clock is None:
         raise LookupError(f"meeting {meeting_id} does not exist")
+    clock.corrected = await corrections(db, meeting_id)
     segments = await segments_after(db, meeting_id)
     return clock, in_meeting_order(clock.place(s) for s in segments if s.session_id in clock.streams)

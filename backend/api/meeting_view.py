@@ -67,7 +67,7 @@ async def _participants(db: AsyncSession, meeting_id: int) -> list[dict[str, Any
     ids = {i for i in (await db.execute(streamed.union(named))).scalars() if i is not None}
     users = dict((await db.execute(select(User.id, User.username).where(User.id.in_(ids)))).tuples().all())
     names = await speaker_names(db, meeting_id, ids)
-    chosen = set((await db.execute(named.where(MeetingParticipant.display_name.is_not(None)))).scalars())
+    chosen = set((await db.execute(named.where(MeetingParticipant.display_name != ""))).scalars())
     return [
         {"user_id": i, "username": users[i], "name": names[i], "custom": i in chosen} for i in sorted(users)
     ]
@@ -120,6 +120,7 @@ async def set_participant_name(request: Request) -> JSONResponse:
         await _store_name(db, meeting.id, user_id, name)
         found = [p for p in await _participants(db, meeting.id) if p["user_id"] == user_id]
     plain = {"user_id": user_id, "username": user.username, "name": user.username, "custom": False}
+    services(request).hub.feed.meeting_changed(meeting.id)  # relabel in open views, on every replica
     return JSONResponse({"participant": found[0] if found else plain})
 
 
@@ -145,7 +146,15 @@ async def _takes_part(db: AsyncSession, meeting: Meeting, user_id: int) -> bool:
 
 async def _name_is_free(db: AsyncSession, meeting_id: int, user_id: int, name: str) -> None:
     """409 when another participant is shown as ``name`` (any case) in the meeting."""
-    others = {p["user_id"]: p["name"] for p in await _participants(db, meeting_id) if p["user_id"] != user_id}
+    merged = select(MeetingParticipant.user_id).where(
+        MeetingParticipant.meeting_id == meeting_id, MeetingParticipant.merged_into.is_not(None)
+    )
+    shown_as_another = set((await db.execute(merged)).scalars()) | {user_id}
+    others = {
+        p["user_id"]: p["name"]
+        for p in await _participants(db, meeting_id)
+        if p["user_id"] not in shown_as_another
+    }
     if name.casefold() in {other.casefold() for other in others.values()}:
         raise ApiError(
             409,
@@ -157,7 +166,9 @@ async def _name_is_free(db: AsyncSession, meeting_id: int, user_id: int, name: s
 
 async def _store_name(db: AsyncSession, meeting_id: int, user_id: int, name: str | None) -> None:
     row = await db.get(MeetingParticipant, (meeting_id, user_id))
-    if name is None and row is not None:
+    if name is None and row is not None and row.merged_into is not None:
+        row.display_name = ""  # keeps the merge (transcripts); "" is no name of its own
+    elif name is None and row is not None:
         await db.delete(row)
     elif name is not None and row is None:
         db.add(MeetingParticipant(meeting_id=meeting_id, user_id=user_id, display_name=name))
@@ -282,7 +293,7 @@ async def revoke_viewer_link(request: Request) -> JSONResponse:
             raise not_found("viewer link")
         link.revoked_at = link.revoked_at or utcnow()
         data = link_dict(link, meeting)
-    services(request).hub.feed.refuse_link(data["id"], "link_revoked")
+    services(request).hub.feed.revoke_link(meeting.id, data["id"])
     log.info("viewer_link_revoked", link_id=data["id"], meeting_id=meeting.id)
     return JSONResponse({"link": data})
 

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from backend.api.deps import Principal, is_id, path_int, require_user, services
 from backend.api.errors import ApiError, field, json_body, not_found
-from backend.captions_export import Cue, render_captions
+from backend.captions_export import Cue, content_disposition, export_filename, render_captions
 from backend.db.models import (
     Meeting,
     MeetingKind,
@@ -317,10 +317,11 @@ async def meeting_captions(request: Request) -> Response:
         body, media = render_captions(fmt, cues)
     except ValueError as exc:
         raise ApiError(422, "invalid", str(exc), [{"field": "format"}]) from exc
+    day = meeting.started_at or meeting.created_at
     return Response(
         body,
         media_type=media,
-        headers={"content-disposition": f'attachment; filename="meeting-{meeting.id}.{fmt}"'},
+        headers={"content-disposition": content_disposition(export_filename(meeting.title, fmt, day))},
     )
 
 

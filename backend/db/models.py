@@ -193,6 +193,22 @@ class MeetingParticipant(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
     display_name: Mapped[str] = mapped_column(String(100))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    # Shown as this other participant of the meeting ("merge two labels"); None: their own label (0009).
+    merged_into: Mapped[int | None] = mapped_column(Integer)
+
+
+class CaptionEdit(Base):
+    """A correction of a stored final, kept beside it: ``caption_segments.text`` stays as recognized (what
+    evaluation reads); the latest edit is what the transcript, the meeting view and the exports show, and
+    the rows are its history (who changed what, when)."""
+
+    __tablename__ = "caption_edits"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    segment_id: Mapped[int] = mapped_column(ForeignKey("caption_segments.id", ondelete="CASCADE"), index=True)
+    meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    edited_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class ViewerLink(Base):
