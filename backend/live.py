@@ -232,12 +232,13 @@ class LiveHub:
             return live
 
     async def close_meeting(self, meeting_id: int, reason: str) -> None:
-        """End every stream of the meeting (their finals are persisted) and release its registration."""
+        """End every stream of the meeting (their finals are persisted) and release its registration; then
+        the meeting view's viewers on every replica re-read the meeting (its end)."""
         live = self.meetings.get(meeting_id)
-        if live is None:
-            return
-        await asyncio.gather(*(s.end(1000, reason) for s in list(live.sessions)))
-        self._forget(live)
+        if live is not None:
+            await asyncio.gather(*(s.end(1000, reason) for s in list(live.sessions)))
+            self._forget(live)
+        self.feed.meeting_changed(meeting_id)
 
     def join(self, session: LiveSession, live: LiveMeeting) -> None:
         live.sessions.add(session)

@@ -6,11 +6,16 @@ behind first skips partials (they are replaced anyway); a final that does not fi
 socket then closes 1013 ``too_slow`` (its page reconnects and reloads the meeting from SQL). A slow viewer
 therefore costs the speakers nothing.
 
-Several replicas share one database but not this process: a stream on another replica never publishes
-here. So each meeting with viewers on this replica has one poller that reads SQL every ``poll_s`` for
-finals this replica has not published (by stream and caption number), and for speaker renames and the
-meeting's end. Finals from any replica reach every viewer within about ``poll_s``; partials only reach the
-viewers on the speaker's own replica.
+Several replicas share one database but not this process. On PostgreSQL (the only database several
+replicas can share) every publish also goes out on the database's ``LISTEN``/``NOTIFY`` bus
+(``backend.feed_bus``): each replica's streams notify ``captions_meeting_<id>``, and each meeting with
+viewers here ``LISTEN``s to its channel, so partials, finals, renames, the meeting's end and revoked viewer
+links from any replica reach every viewer at once, without polling. SQL is read only when the channel
+opens, when notifications may have been lost (the bus reconnected, a final too large for a notification, a
+gap in a stream's numbers) and while an ended meeting waits for its last streams.
+
+On SQLite (one replica) the fan-out is in process, as before: each meeting with viewers here also has one
+poller that reads SQL every ``poll_s`` for finals not published here, renames and the meeting's end.
 """
 
 from __future__ import annotations
@@ -26,14 +31,17 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from backend.db.models import CaptionSegment, ViewerLink, utcnow
-from backend.db.session import Database
+from backend.db.session import Database, as_utc
+from backend.feed_bus import FeedBus, PayloadTooLarge, PostgresBus
 from backend.logs import get_logger
 from backend.meeting_timeline import MeetingClock, read_clock, segments_after
 
 log = get_logger(__name__)
 
 POLL_S = 1.5
-"""How often a meeting with viewers here reads SQL for finals stored by other replicas, seconds."""
+"""SQLite: how often a meeting with viewers here reads SQL for finals stored by other processes, seconds."""
+ENDED_CHECK_S = 1.0
+"""PostgreSQL: how often an ended meeting with viewers here reads SQL until its last streams have ended."""
 VIEWER_QUEUE_MAX = 256
 """Events one viewer may have waiting; partials are skipped from half of it, a final beyond it drops the
 viewer."""
@@ -102,6 +110,7 @@ class Viewer:
         self.dropped = False
         self.skipped_partials = 0
         self.seen: dict[str, SeqTracker] = {}
+        self.expiry: asyncio.TimerHandle | None = None  # closes a link's view when the link expires
         self._events: deque[tuple[str, Any]] = deque()
         self._wake = asyncio.Event()
 
@@ -141,7 +150,8 @@ class Viewer:
 @dataclass
 class Channel:
     """A meeting with viewers on this replica: its viewers, its clock as last read, the finals already
-    fanned out per stream, and its SQL poller. ``lock`` serialises reads of the clock."""
+    fanned out per stream, and its SQL poller (SQLite) or its bus subscription and SQL reads (PostgreSQL).
+    ``lock`` serialises reads of the clock."""
 
     meeting_id: int
     viewers: set[Viewer] = field(default_factory=set)
@@ -150,6 +160,8 @@ class Channel:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     poller: asyncio.Task[None] | None = None
+    syncing: asyncio.Task[None] | None = None
+    sync_again: bool = False
     ended: bool = False
 
     def broadcast(self, kind: str, payload: Any) -> None:
@@ -165,11 +177,16 @@ class MeetingFeed:
         db: Database,
         poll_s: float = POLL_S,
         max_queued: int = VIEWER_QUEUE_MAX,
+        bus: FeedBus | None = None,
     ) -> None:
         self._db = db
         self.poll_s = poll_s
         self.max_queued = max_queued
         self.channels: dict[int, Channel] = {}
+        if bus is None and db.engine.dialect.name == "postgresql":
+            bus = PostgresBus.for_url(db.url, self._remote, self._resync_all)
+        self.bus = bus
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def viewers(self) -> int:
@@ -177,20 +194,108 @@ class MeetingFeed:
 
     # ----- publishing (from caption sessions; never waits) -------------------------------------------------
     def publish_partial(self, session: Speaking, text: str) -> None:
-        """A session's new partial text, to the meeting's viewers here (skipped by slow ones)."""
+        """A session's new partial text, to the meeting's viewers here (skipped by slow ones) and on the
+        bus."""
         channel = self.channels.get(session.meeting_id)
         if channel is not None:
             channel.broadcast(
                 "partial", Partial(session.session_id, session.user_id, session.utterance, text)
             )
+        if self.bus is not None:
+            event = {"k": "p", "s": session.session_id, "u": session.user_id, "n": session.utterance}
+            with contextlib.suppress(PayloadTooLarge):  # a partial that long is replaced by its final
+                self.bus.publish(session.meeting_id, event | {"t": text})
 
     def publish_final(self, session: Speaking, segment: CaptionSegment) -> None:
-        """A stored final (``segment``, already persisted), to the meeting's viewers here."""
+        """A stored final (``segment``, already persisted), to the meeting's viewers here and on the bus
+        (a final too large for a notification goes as a reference the receivers read from SQL)."""
         channel = self.channels.get(session.meeting_id)
+        if channel is not None and channel.published.setdefault(segment.session_id, SeqTracker()).add(
+            segment.seq
+        ):
+            channel.broadcast("final", segment)
+        if self.bus is not None:
+            ref = {"s": segment.session_id, "q": segment.seq}
+            try:
+                self.bus.publish(session.meeting_id, {"k": "f", **ref, **final_fields(segment)})
+            except PayloadTooLarge:
+                self.bus.publish(session.meeting_id, {"k": "r", **ref})
+
+    def meeting_changed(self, meeting_id: int) -> None:
+        """The meeting ended, was deleted, or a speaker was renamed in it: its viewers here and on every
+        replica re-read its clock (and are told ``speaker`` / ``ended``)."""
+        channel = self.channels.get(meeting_id)
+        if channel is not None and self.bus is not None:
+            self._schedule_sync(channel)
+        if self.bus is not None:
+            self.bus.publish(meeting_id, {"k": "c"})
+
+    def revoke_link(self, meeting_id: int, link_id: int) -> None:
+        """A viewer link was revoked: its views here close at once, and on every replica through the bus
+        (SQLite: the other processes' pollers find it)."""
+        self.refuse_link(link_id, "link_revoked")
+        if self.bus is not None:
+            self.bus.publish(meeting_id, {"k": "l", "id": link_id, "c": "link_revoked"})
+
+    # ----- from the bus (other replicas) ------------------------------------------------------------------
+    def _remote(self, meeting_id: int, event: dict[str, Any]) -> None:
+        """One event another replica published for a meeting followed here."""
+        channel = self.channels.get(meeting_id)
         if channel is None:
             return
-        if channel.published.setdefault(segment.session_id, SeqTracker()).add(segment.seq):
-            channel.broadcast("final", segment)
+        kind = event.get("k")
+        try:
+            if kind == "p":
+                channel.broadcast(
+                    "partial", Partial(str(event["s"]), int(event["u"]), int(event["n"]), event["t"])
+                )
+            elif kind == "f":
+                segment = segment_of(meeting_id, event)
+                tracker = channel.published.setdefault(segment.session_id, SeqTracker())
+                if tracker.add(segment.seq):
+                    channel.broadcast("final", segment)
+                if tracker.above and channel.ready.is_set():  # an earlier final never came: read SQL
+                    self._schedule_sync(channel)
+            elif kind in ("r", "c"):
+                self._schedule_sync(channel)
+            elif kind == "l":
+                self.refuse_link(int(event["id"]), str(event["c"]))
+        except (KeyError, TypeError, ValueError):
+            log.warning("meeting_feed_bad_event", meeting_id=meeting_id, kind=kind)
+
+    def _resync_all(self) -> None:
+        """The bus was away: events may have been missed; every followed meeting reads SQL once."""
+        for channel in self.channels.values():
+            if channel.ready.is_set():
+                self._schedule_sync(channel)
+
+    def _schedule_sync(self, channel: Channel) -> None:
+        """Read the channel's meeting from SQL soon (one read at a time; a request meanwhile reads again)."""
+        if channel.ended or self.channels.get(channel.meeting_id) is not channel:
+            return
+        if channel.syncing is not None and not channel.syncing.done():
+            channel.sync_again = True
+            return
+        channel.syncing = asyncio.create_task(self._sync(channel), name=f"meeting-sync-{channel.meeting_id}")
+
+    async def _sync(self, channel: Channel) -> None:
+        while True:
+            channel.sync_again = False
+            ok = await self._poll_safely(channel, first=False)
+            if not channel.sync_again:
+                break
+        retry = not ok or (channel.clock is not None and channel.clock.status == "ended")
+        if retry and not channel.ended:  # the database was away, or the last streams have yet to end
+            asyncio.get_running_loop().call_later(ENDED_CHECK_S, self._schedule_sync, channel)
+
+    async def _follow(self, channel: Channel) -> None:
+        """PostgreSQL: LISTEN to the meeting's channel, then read where its streams are."""
+        if self.bus is not None:
+            await self.bus.listen(channel.meeting_id)
+        await self._poll_safely(channel, first=True)
+        channel.ready.set()
+        if channel.clock is not None and channel.clock.status == "ended" and not channel.ended:
+            self._schedule_sync(channel)
 
     # ----- subscribing (from viewer sockets) --------------------------------------------------------------
     async def subscribe(
@@ -202,11 +307,27 @@ class MeetingFeed:
         channel = self.channels.get(meeting_id)
         if channel is None:
             channel = self.channels[meeting_id] = Channel(meeting_id)
-            channel.poller = asyncio.create_task(self._poll(channel), name=f"meeting-feed-{meeting_id}")
+            work = self._poll(channel) if self.bus is None else self._follow(channel)
+            channel.poller = asyncio.create_task(work, name=f"meeting-feed-{meeting_id}")
         viewer = Viewer(meeting_id, self.max_queued, link_id, api_token_id)
         channel.viewers.add(viewer)
+        if self.bus is not None and link_id is not None:
+            await self._expire_later(viewer, link_id)
         await channel.ready.wait()
         return viewer, channel
+
+    async def _expire_later(self, viewer: Viewer, link_id: int) -> None:
+        """PostgreSQL (no poller): the link's view closes ``link_expired`` when the link expires."""
+        try:
+            async with self._db.session() as db:
+                expires_at = await db.scalar(select(ViewerLink.expires_at).where(ViewerLink.id == link_id))
+        except SQLAlchemyError:
+            return  # the next resync's link check finds it
+        if expires_at is not None:
+            left_s = (as_utc(expires_at) - utcnow()).total_seconds()
+            viewer.expiry = asyncio.get_running_loop().call_later(
+                max(0.0, left_s), viewer.offer, "refused", "link_expired"
+            )
 
     def unsubscribe(self, viewer: Viewer) -> None:
         """Forget the viewer; the meeting's poller stops with its last viewer here."""
@@ -214,10 +335,15 @@ class MeetingFeed:
         if channel is None:
             return
         channel.viewers.discard(viewer)
+        if viewer.expiry is not None:
+            viewer.expiry.cancel()
         if not channel.viewers:
             del self.channels[viewer.meeting_id]
-            if channel.poller is not None:
-                channel.poller.cancel()
+            for task in (channel.poller, channel.syncing):
+                if task is not None:
+                    task.cancel()
+            if self.bus is not None:
+                self.bus.unlisten(viewer.meeting_id)
 
     def refuse_link(self, link_id: int, code: str) -> None:
         """A viewer link was revoked or expired: its viewers here are told ``code`` and closed."""
@@ -248,10 +374,12 @@ class MeetingFeed:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while self.channels and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.05)
-        pollers = [c.poller for c in channels if c.poller is not None]
+        pollers = [t for c in channels for t in (c.poller, c.syncing) if t is not None]
         for poller in pollers:
             poller.cancel()
         await asyncio.gather(*pollers, return_exceptions=True)
+        if self.bus is not None:
+            await self.bus.close()  # sends what the drained sessions published last
 
     # ----- the meeting's clock and the SQL poll -----------------------------------------------------------
     async def refresh(self, channel: Channel) -> MeetingClock | None:
@@ -268,23 +396,27 @@ class MeetingFeed:
         return clock
 
     async def _poll(self, channel: Channel) -> None:
-        """Fan out finals stored by other replicas (or missed here), renames, and the meeting's end."""
+        """SQLite: fan out finals stored by other processes (or missed here), renames, and the meeting's
+        end."""
         first = True
         while True:
-            try:
-                await self._poll_once(channel, first)
-                first = False
-            except SQLAlchemyError as exc:  # the database is away: try again next time
-                log.warning(
-                    "meeting_feed_poll_failed", meeting_id=channel.meeting_id, error=type(exc).__name__
-                )
-            except Exception:  # a bug: keep fanning out what this replica publishes, and say so
-                log.exception("meeting_feed_poll_crashed", meeting_id=channel.meeting_id)
-            finally:
-                channel.ready.set()  # a first read that failed leaves the viewers to their own history read
+            await self._poll_safely(channel, first)
+            first = False
+            channel.ready.set()  # a first read that failed leaves the viewers to their own history read
             if channel.ended:
                 return
             await asyncio.sleep(self.poll_s)
+
+    async def _poll_safely(self, channel: Channel, first: bool) -> bool:
+        """One read of the meeting (``_poll_once``); False when it failed (logged)."""
+        try:
+            await self._poll_once(channel, first)
+            return True
+        except SQLAlchemyError as exc:  # the database is away: try again next time
+            log.warning("meeting_feed_poll_failed", meeting_id=channel.meeting_id, error=type(exc).__name__)
+        except Exception:  # a bug: keep fanning out what this replica publishes, and say so
+            log.exception("meeting_feed_poll_crashed", meeting_id=channel.meeting_id)
+        return False
 
     async def _poll_once(self, channel: Channel, first: bool) -> None:
         clock = await self.refresh(channel)
@@ -360,3 +492,29 @@ class MeetingFeed:
             "utterance": partial.utterance,
             "text": partial.text,
         }
+
+
+def final_fields(segment: CaptionSegment) -> dict[str, Any]:
+    """What a viewer on another replica needs of a stored final (its bus event; ``segment_of`` reverses)."""
+    return {
+        "id": segment.id,
+        "t": segment.text,
+        "a": segment.start_s,
+        "b": segment.end_s,
+        "mt": list(segment.matched_terms or []),
+    }
+
+
+def segment_of(meeting_id: int, event: dict[str, Any]) -> CaptionSegment:
+    """The (unsaved) final of a bus event ``{"k": "f", "s", "q", ...final_fields}``."""
+    return CaptionSegment(
+        id=int(event["id"]),
+        meeting_id=meeting_id,
+        session_id=str(event["s"]),
+        seq=int(event["q"]),
+        text=str(event["t"]),
+        start_s=float(event["a"]),
+        end_s=float(event["b"]),
+        words=[],
+        matched_terms=list(event.get("mt") or []),
+    )

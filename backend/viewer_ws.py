@@ -1,9 +1,9 @@
 """``/ws/view``: the read-only meeting view (subprotocol ``captions.view.v1``, docs/protocol.md).
 
 A viewer socket first gets the meeting's stored finals on the meeting's clock (``backend.meeting_timeline``),
-then every new final and partial of every stream of the meeting (``backend.meeting_feed``). It sends
-nothing but ``keepalive``; any other frame closes it 1008. It never slows a speaker: its events wait in a
-bounded queue, and a viewer too slow to take them is closed 1013 ``too_slow``.
+then every new final and partial of every stream of the meeting, from any replica (``backend.meeting_feed``).
+It sends nothing but ``keepalive``; any other frame closes it 1008. It never slows a speaker: its events
+wait in a bounded queue, and a viewer too slow to take them is closed 1013 ``too_slow``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class MeetingViewerSocket:
                 },
                 "speakers": [{"user_id": u, "name": n} for u, n in sorted(clock.names.items())],
                 "live_partials": True,
-                "poll_s": self.feed.poll_s,
+                "poll_s": self.feed.poll_s if self.feed.bus is None else None,  # PostgreSQL: pushed
             }
         )
         for final in finals:

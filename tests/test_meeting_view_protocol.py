@@ -133,26 +133,60 @@ async def test_viewer_gets_history_then_every_speaker_live_on_the_meeting_clock(
     assert view.close_code == 1000
 
 
-async def test_a_viewer_on_another_replica_gets_the_finals_through_sql(
+async def test_a_viewer_on_another_replica_gets_the_speakers_captions(
     tmp_path: Path, database_url: str
 ) -> None:
-    """Replica A serves the speaker, replica B the viewer; they share only the database."""
+    """Replica A serves the speaker, replica B the viewer; they share only the database. On PostgreSQL
+    everything is pushed over LISTEN/NOTIFY (partials too, renames, revoked links, the end, no poller); on
+    SQLite B's poller reads the finals from SQL and partials stay on A."""
     a = LiveServer(make_settings(tmp_path / "a", database_url=database_url), FakeEngine()).start()
     b = LiveServer(
         make_settings(tmp_path / "b", database_url=database_url), FakeEngine(), migrate=False
     ).start()
+    on_postgres = database_url.startswith("postgresql")
     try:
         b.services.hub.feed.poll_s = POLL_S
         admin_a, admin_b = login(a.base_url), login(b.base_url)
         meeting_id = live_meeting(admin_a)
+        link = admin_a.post(f"/api/meetings/{meeting_id}/viewer-links", json={"label": "Hall"}).json()
         view = await open_view(b, f"ticket.{ticket(admin_b, meeting_id)}")
-        await until(view, "caught_up")
+        linked = await open_view(b, f"link.{link['token']}")
+        ready = (await until(view, "caught_up"))[0]
+        await until(linked, "caught_up")
+        assert ready["poll_s"] == (None if on_postgres else POLL_S)
         await speak(a, admin_a, meeting_id, [31, 0, 32, 33, 0])
         got = await until(view, "final")
         got += await until(view, "final")
         assert [m["text"] for m in got if m["type"] == "final"] == ["word31", "word32 word33"]
-        assert not [m for m in got if m["type"] == "partial"]  # partials stay on the speaker's replica
-        await view.close()
+        partials = [m["text"] for m in got if m["type"] == "partial"]
+        if not on_postgres:
+            assert partials == []  # partials stay on the speaker's replica
+            await view.close()
+            return
+        assert partials[:1] == ["word31"] and "word32 word33" in partials
+        channels = b.services.hub.feed.channels
+        assert channels[meeting_id].poller is not None and channels[meeting_id].poller.done()  # no poller
+
+        admin_id = admin_a.get("/api/auth/me").json()["user"]["id"]
+        renamed = admin_a.put(
+            f"/api/meetings/{meeting_id}/participants/{admin_id}", json={"display_name": "Chair"}
+        )
+        assert renamed.status_code == 200
+        assert (await until(view, "speaker", 3))[-1] == {
+            "type": "speaker",
+            "user_id": admin_id,
+            "name": "Chair",
+        }
+
+        assert (
+            admin_a.delete(f"/api/meetings/{meeting_id}/viewer-links/{link['link']['id']}").status_code == 200
+        )
+        assert (await until(linked, "error", 3))[-1]["code"] == "link_revoked"
+
+        assert admin_a.post(f"/api/meetings/{meeting_id}/end").status_code == 200
+        await until(view, "ended", 3)
+        await drain(view)
+        assert view.close_code == 1000
     finally:
         a.stop()
         b.stop()
