@@ -1,5 +1,7 @@
-"""Beam-search streams on the decode thread: NeMo's buffered pipeline buffers and encodes the chunks (exact
-sizes), ``beam.BeamSearch`` decodes them, and this module turns the best beam into partials and finals.
+"""Beam-search streams on the decode thread: the chunk's NeMo pipeline buffers and encodes the chunks (exact
+sizes; buffered models re-encode their context, cache-aware ones keep each stream's encoder caches,
+``ChunkPipeline.encode``), ``beam.BeamSearch`` decodes them, and this module turns the best beam into
+partials and finals.
 
 End of utterance: the best beam has emitted something and then ``stop_history_eou_ms`` of trailing blank
 frames (``long_utterance_pause_ms`` once the utterance is longer than ``long_utterance_s``; at
@@ -74,14 +76,8 @@ class BeamStreams:
     def step(self, chunk_pipeline: Any, items: list[StepItem]) -> list[StepOutput]:
         """Buffer and encode one chunk per stream, advance the beams of streams with new frames, and report
         each stream's best beam (committing it at end of utterance and at the end of the stream)."""
-        pipeline = chunk_pipeline.pipeline
-        encoded, encoded_len = pipeline.encode_frames([make_frame(chunk_pipeline, item) for item in items])
-        left, frames = pipeline.tokens_per_left_padding, pipeline.tokens_per_frame
-        lengths = (encoded_len - left).clamp(min=0)
-        is_last = torch.tensor([item.is_last for item in items], device=lengths.device)
-        lengths = torch.where(is_last, lengths, lengths.clamp(max=frames))
-        encoder_output = encoded[:, :, left:].transpose(1, 2)
-
+        chunk = chunk_pipeline.encode([make_frame(chunk_pipeline, item) for item in items])
+        encoder_output, lengths = chunk.encoder_output, chunk.lengths
         states = [self._state_for(item, encoder_output.device) for item in items]
         rows = [i for i, n in enumerate(lengths.tolist()) if n > 0]
         if rows:
@@ -92,7 +88,7 @@ class BeamStreams:
                 [items[i].model_id for i in rows],
                 [items[i].is_last for i in rows],
             )
-        delay_frames = pipeline.tokens_per_right_padding
+        delay_frames = chunk.delay_frames
         # one host-device sync for the step, not two per stream; beams ranked as if each utterance ended now
         picks = self.search.best_beams(states, [item.model_id for item in items])
         return [

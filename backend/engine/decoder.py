@@ -3,7 +3,8 @@
 ``StreamDecoder`` is not thread-safe; the engine calls it only from its single decode thread. It knows streams
 by integer id, turns one batch of ``StepItem`` (at most one per stream) into NeMo ``Frame`` objects and runs
 one call per (chunk size, decoding) group: greedy groups go through NeMo's pipeline step; beam groups use the
-pipeline only for buffering and encoding, then our streaming beam search (``beam.py``).
+pipeline only for buffering and encoding (buffered or cache-aware), then our streaming beam search
+(``beam.py``).
 """
 
 from __future__ import annotations
@@ -57,10 +58,13 @@ class StreamDecoder:
         with torch.inference_mode(False):  # its buffers are edited in place by add/remove_model later
             self.multi_model.to(self.wrapper.device)
         self._biasing: dict[int, tuple[int, int]] = {}  # stream id -> (model id, generation)
-        self._beam: BeamStreams | None = None
-        if not self.cache_aware:  # beam search runs on the buffered pipeline's encoder output only
-            self._beam = BeamStreams(config, self.wrapper, self.multi_model)
-            for chunk_s in config.allowed_chunk_s:
+        self._beam = BeamStreams(config, self.wrapper, self.multi_model)
+        for chunk_s in config.allowed_chunk_s:
+            # a cache-aware pipeline's slots (encoder caches) serve its beam streams too: beam streams never
+            # enter its NeMo step, only its bufferer and cache slots (ChunkPipeline.encode)
+            if self.cache_aware:
+                self._pipelines[(chunk_s, "beam")] = self._pipelines[(chunk_s, "greedy")]
+            else:
                 self._pipelines[(chunk_s, "beam")] = build_buffered_pipeline(config, self.wrapper, chunk_s)
         self.final_pass: FinalPass | None = None
         if config.final_pass != "off":
@@ -133,7 +137,8 @@ class StreamDecoder:
         """Streams with decoder state (NeMo pipeline states, audio buffers, beam states), for leak checks."""
         beam_streams = self._beam.live_stream_count() if self._beam is not None else 0
         audio = self.final_pass.stream_count() if self.final_pass is not None else 0
-        return sum(p.stream_count() for p in self._pipelines.values()) + beam_streams + audio
+        pipelines = {id(p): p for p in self._pipelines.values()}.values()  # cache-aware ones are shared
+        return sum(p.stream_count() for p in pipelines) + beam_streams + audio
 
     def warm_up(self) -> None:
         """Run one short stream through every pipeline so the first real step is not slow."""

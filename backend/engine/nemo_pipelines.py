@@ -207,6 +207,17 @@ def _buffered_pipeline_class() -> Any:
 
 
 @dataclass
+class EncodedChunk:
+    """One step's new encoder frames: ``encoder_output`` [B, T, D], ``lengths`` [B] (a stream's frames are
+    ``encoder_output[b, :lengths[b]]``); ``delay_frames``: encoder frames between a frame's index and the
+    audio it stands for (the buffered pipeline's right context; 0 for cache-aware ones)."""
+
+    encoder_output: torch.Tensor
+    lengths: torch.Tensor
+    delay_frames: int
+
+
+@dataclass
 class ChunkPipeline:
     """One NeMo pipeline for one chunk duration; ``chunk_samples`` and ``frames_per_chunk`` are exact.
 
@@ -240,6 +251,13 @@ class ChunkPipeline:
         if slot is not None:
             pipeline.context_manager._reset_slots([slot])
 
+    def encode(self, frames: list[Any]) -> EncodedChunk:
+        """Buffer and encode one frame per stream (the beam path; the greedy path's NeMo step does this
+        itself): each stream's new encoder frames, whichever kind of pipeline this is."""
+        if self.att_context_size is None:
+            return _encode_buffered(self.pipeline, frames)
+        return _encode_cache_aware(self.pipeline, frames)
+
     def stream_count(self) -> int:
         """Streams holding NeMo state, buffers or cache slots in this pipeline."""
         pipeline = self.pipeline
@@ -250,6 +268,60 @@ class ChunkPipeline:
             + len(pipeline.bufferer.streamidx2slotidx)
             + len(pipeline.context_manager.streamidx2slotidx)
         )
+
+
+def _encode_buffered(pipeline: Any, frames: list[Any]) -> EncodedChunk:
+    """The buffered pipeline's encoder over each stream's buffer (left context, chunk, right context): the
+    chunk's frames, and at the end of a stream the right context's too."""
+    encoded, encoded_len = pipeline.encode_frames(frames)
+    left, chunk_frames = pipeline.tokens_per_left_padding, pipeline.tokens_per_frame
+    lengths = (encoded_len - left).clamp(min=0)
+    is_last = torch.tensor([frame.is_last for frame in frames], device=lengths.device)
+    lengths = torch.where(is_last, lengths, lengths.clamp(max=chunk_frames))
+    return EncodedChunk(encoded[:, :, left:].transpose(1, 2), lengths, pipeline.tokens_per_right_padding)
+
+
+def _encode_cache_aware(pipeline: Any, frames: list[Any]) -> EncodedChunk:
+    """NeMo 3.0.0 ``CacheAwareRNNTPipeline.cache_aware_transcribe_step`` up to its encoder step (features,
+    per-stream encoder caches in their slots, one encoder call for the streams that go on and one for those
+    that end, as NeMo does: they keep all outputs), without its greedy decoding. Rows in ``frames`` order."""
+    from nemo.collections.asr.inference.utils.context_manager import CacheAwareContext
+
+    if pipeline.prompt_enabled:
+        raise ValueError("beam search does not support prompt-conditioned cache-aware models")
+    wrapper = pipeline.asr_model
+    features, right_paddings = pipeline.bufferer.update(frames)
+    drop_pre_encoded = wrapper.drop_extra_pre_encoded if pipeline.use_cache else 0
+    rows: list[torch.Tensor] = [torch.empty(0)] * len(frames)
+    for ending in (False, True):
+        indices = [i for i, frame in enumerate(frames) if frame.is_last == ending]
+        if not indices:
+            continue
+        paddings = [right_paddings[i] for i in indices] if ending else None
+        signal, signal_len = pipeline.preprocess([features[i] for i in indices], paddings)
+        stream_ids = [frames[i].stream_id for i in indices]
+        context, mapping = pipeline.context_manager.get_context(stream_ids)
+        encoded, encoded_len, *cache = wrapper.asr_model.encoder.cache_aware_stream_step(
+            processed_signal=signal.to(wrapper.cast_dtype),
+            processed_signal_length=signal_len,
+            cache_last_channel=context.cache_last_channel,
+            cache_last_time=context.cache_last_time,
+            cache_last_channel_len=context.cache_last_channel_len,
+            keep_all_outputs=ending,
+            drop_extra_pre_encoded=drop_pre_encoded,
+        )
+        pipeline.context_manager.update_cache(stream_ids, CacheAwareContext(*cache), mapping)
+        pipeline.context_manager.reset_slots(stream_ids, [ending] * len(indices))
+        if pipeline.drop_left_context:
+            encoded = encoded[:, :, pipeline.drop_left_context :]
+            encoded_len = encoded_len - pipeline.drop_left_context
+        if pipeline.valid_out_len and not ending:
+            encoded = encoded[:, :, : pipeline.valid_out_len]
+            encoded_len = encoded_len.clamp(max=pipeline.valid_out_len)
+        for row, (i, length) in enumerate(zip(indices, encoded_len.tolist(), strict=True)):
+            rows[i] = encoded[row, :, : max(0, length)].transpose(0, 1)
+    lengths = torch.tensor([row.shape[0] for row in rows], device=rows[0].device)
+    return EncodedChunk(torch.nn.utils.rnn.pad_sequence(rows, batch_first=True), lengths, 0)
 
 
 def build_buffered_pipeline(config: EngineConfig, wrapper: Any, chunk_s: float) -> ChunkPipeline:
