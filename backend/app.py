@@ -29,6 +29,7 @@ from backend.api.errors import (
 )
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
+from backend.dictations import SWEEP_S, sweep_idle_dictations
 from backend.engine.contract import CaptionEngine
 from backend.http_limits import BodyCaps, BodyLimit, ClientRateLimit, LoginGate, RequestConcurrency
 from backend.logs import configure_logging, get_logger
@@ -47,6 +48,7 @@ PAGES = {
     "/admin": "admin.html",
     "/meeting": "meeting.html",
     "/invite": "invite.html",
+    "/transcripts": "transcript.html",
 }
 
 schemas = SchemaGenerator(
@@ -173,14 +175,20 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         token_watch = asyncio.create_task(
             watch_api_tokens(db, services.hub, settings.token_check_s), name="token-watch"
         )
+        dictation_sweep = asyncio.create_task(
+            sweep_idle_dictations(db, services.hub, SWEEP_S), name="dictation-sweep"
+        )
         log.info("service_started", host=settings.host, port=settings.port, model=settings.model)
         try:
             yield
         finally:
             token_watch.cancel()
+            dictation_sweep.cancel()
             if not services.engine_startup.done():
                 services.engine_startup.cancel()
-            await asyncio.gather(services.engine_startup, token_watch, return_exceptions=True)
+            await asyncio.gather(
+                services.engine_startup, token_watch, dictation_sweep, return_exceptions=True
+            )
             if not app.state.services.hub.draining:
                 await app.state.services.hub.drain(settings.drain_timeout_s)
             await asr.stop()

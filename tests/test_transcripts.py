@@ -198,3 +198,56 @@ def test_the_server_export_is_named_like_the_pages_export() -> None:
     day = datetime(2026, 12, 2, 9, tzinfo=UTC)
     assert export_filename("Weekly  Stand-up: Café", "vtt", day) == "weekly-stand-up-cafe-2026-12-02.vtt"
     assert export_filename("!!!", "text", day) == "captions-2026-12-02.txt"
+
+
+def test_my_dictations_are_titled_by_their_first_words_and_a_dictation_left_live_ends(
+    admin: TestClient, settings: Settings
+) -> None:
+    from datetime import timedelta
+
+    from backend.db.models import Meeting, MeetingStatus, StreamSession
+    from backend.dictations import IDLE_END_S, end_idle_dictations
+    from tests.test_meeting_view import T0
+
+    admin_id = admin.get("/api/auth/me").json()["user"]["id"]
+    named = admin.post("/api/dictations", json={"title": "Clinic letter"}).json()["meeting"]["id"]
+    unnamed = admin.post("/api/dictations", json={"title": "Dictation 12/6/2026, 9:00:00 PM"}).json()
+    unnamed_id = unnamed["meeting"]["id"]
+    _seed_dictation_line(settings, unnamed_id, admin_id)
+    left, still = (admin.post("/api/dictations", json={}).json()["meeting"]["id"] for _ in range(2))
+
+    async def scenario() -> list[int]:
+        db = Database(settings.database_url)
+        now = T0 + timedelta(hours=1)
+        async with db.session() as session:
+            for meeting_id, ended in ((left, now - timedelta(seconds=IDLE_END_S + 5)), (still, None)):
+                meeting = await session.get(Meeting, meeting_id)
+                assert meeting is not None
+                meeting.status, meeting.started_at = MeetingStatus.LIVE, T0
+                session.add(
+                    StreamSession(
+                        id=f"s{meeting_id}",
+                        meeting_id=meeting_id,
+                        user_id=admin_id,
+                        resume_token_hash=f"h{meeting_id}",
+                        resume_expires_at=now + timedelta(minutes=5),
+                        ended_at=ended,
+                    )
+                )
+        ended_ids = await end_idle_dictations(db, set, now=now)
+        ended_ids += await end_idle_dictations(db, lambda: {still}, now=now + timedelta(minutes=10))
+        await db.dispose()
+        return ended_ids
+
+    assert asyncio.run(scenario()) == [left]  # the other one is connected here, whatever its resume window
+
+    listed = admin.get("/api/transcripts", params={"kind": "dictation"}).json()["transcripts"]
+    by_id = {t["id"]: t for t in listed}
+    assert by_id[named]["display_title"] == "Clinic letter"
+    assert by_id[unnamed_id]["display_title"] == "a secret note"
+    assert by_id[unnamed_id]["preview"] == "a secret note" and by_id[unnamed_id]["lines"] == 1
+    # listing sweeps on the real clock: the second one's resume window has closed and nothing is connected
+    assert by_id[left]["status"] == "ended" and by_id[still]["status"] == "ended"
+    assert by_id[named]["status"] == "scheduled"  # never started: not "left live"
+    assert admin.get("/api/transcripts", params={"kind": "meeting"}).json()["transcripts"] == []
+    assert admin.get("/api/transcripts", params={"kind": "x"}).status_code == 422

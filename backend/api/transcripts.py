@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import selectinload
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -35,6 +36,7 @@ from backend.db.models import (
     utcnow,
 )
 from backend.db.session import as_utc
+from backend.dictations import connected_meetings, end_idle_dictations
 from backend.meeting_timeline import TimelineFinal, meeting_timeline, speaker_names
 from backend.written_form import to_written
 
@@ -43,6 +45,11 @@ MAX_LINE_CHARS = 2000
 MAX_SUGGESTED_WORDS = 6
 """A corrected span longer than this is a rewrite, not a term: no vocabulary suggestion."""
 SEARCH_LIMIT = 50
+LIST_LIMIT = 50
+PREVIEW_CHARS = 160
+TITLE_WORDS = 8
+AUTOMATIC_TITLE = re.compile(r"^Dictation( by |\s+\d|$)")
+"""The titles a dictation gets when no one names it (the API's and the dictation page's)."""
 MAX_QUERY_CHARS = 200
 WORD = re.compile(r"\w[\w'’-]*", re.UNICODE)
 
@@ -376,7 +383,50 @@ async def search(request: Request) -> JSONResponse:
     return JSONResponse({"hits": hits})
 
 
+def display_title(meeting: Meeting, text: str) -> str:
+    """A dictation nobody named is titled by its first words; anything else by its title."""
+    if meeting.kind == MeetingKind.DICTATION and AUTOMATIC_TITLE.match(meeting.title) and text.strip():
+        words = text.split()
+        return " ".join(words[:TITLE_WORDS]) + ("…" if len(words) > TITLE_WORDS else "")
+    return meeting.title
+
+
+async def list_transcripts(request: Request) -> JSONResponse:
+    """The latest meetings the caller may read (``kind=meeting``) or the caller's own dictations
+    (``kind=dictation``: "My dictations", an admin's too), each with a title (a dictation nobody named: its
+    first words) and a preview of its text. Dictations left live (their page closed without Stop) are
+    ended first (``backend.dictations``).
+    ---
+    tags: [transcripts]
+    parameters: [{name: kind, in: query, schema: {type: string, enum: [meeting, dictation]}}]
+    responses: {200: {description: "{transcripts: [{id, kind, title, display_title, status, preview, ...}]}"}}
+    """
+    principal = await require_user(request)
+    kind = request.query_params.get("kind", "meeting")
+    if kind not in ("meeting", "dictation"):
+        raise ApiError(422, "invalid", "kind: meeting or dictation", [{"field": "kind"}])
+    svc = services(request)
+    query = select(Meeting).order_by(Meeting.id.desc()).limit(LIST_LIMIT)
+    if kind == "dictation":
+        await end_idle_dictations(svc.db, lambda: connected_meetings(svc.hub))
+        query = query.where(Meeting.kind == MeetingKind.DICTATION, Meeting.owner_id == principal.user_id)
+    else:
+        query = query.where(Meeting.kind == MeetingKind.MEETING)
+    out = []
+    async with svc.db.session() as db:
+        for meeting in (await db.execute(query.options(selectinload(Meeting.vocabularies)))).scalars():
+            _clock, finals = await meeting_timeline(db, meeting.id)
+            text = " ".join(f.text for f in finals)
+            preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1].rstrip() + "…"
+            out.append(
+                meeting_dict(meeting)
+                | {"display_title": display_title(meeting, text), "preview": preview, "lines": len(finals)}
+            )
+    return JSONResponse({"transcripts": out})
+
+
 routes = [
+    Route("/api/transcripts", list_transcripts, methods=["GET"]),
     Route("/api/meetings/{meeting_id:int}/transcript", get_transcript, methods=["GET"]),
     Route("/api/meetings/{meeting_id:int}/captions/{caption_id:int}", edit_line, methods=["PUT"]),
     Route("/api/meetings/{meeting_id:int}/captions/{caption_id:int}/history", line_history, methods=["GET"]),
