@@ -29,6 +29,20 @@ def tdt_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_transducer(tmp_path_factory.mktemp("tdt"), kind="tdt")
 
 
+@pytest.fixture(scope="session")
+def cache_aware_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny cache-aware streaming TDT (look-aheads [70, 6] and [70, 13]: 0.56 s and 1.12 s chunks)."""
+    return build_tiny_transducer(tmp_path_factory.mktemp("cache-aware"), kind="tdt", encoder="cache_aware")
+
+
+@pytest.fixture(scope="session")
+def cache_aware_rnnt_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same as an RNNT (the recommended production model's decoder kind)."""
+    return build_tiny_transducer(
+        tmp_path_factory.mktemp("cache-aware-rnnt"), kind="rnnt", encoder="cache_aware"
+    )
+
+
 @pytest.fixture(params=["rnnt", "tdt"])
 def model_path(request: pytest.FixtureRequest) -> Path:
     return request.getfixturevalue(f"{request.param}_model")

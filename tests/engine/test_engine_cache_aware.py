@@ -13,12 +13,6 @@ import pytest_asyncio
 from backend.engine import Engine, EngineConfig, StreamOptions
 from tests.engine.conftest import chunks, noise
 from tests.engine.test_engine_equivalence import PLANS, outputs, run_batched, run_stream, with_decoding
-from tests.support.tiny_model import build_tiny_transducer
-
-
-@pytest.fixture(scope="session")
-def cache_aware_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_transducer(tmp_path_factory.mktemp("cache-aware"), kind="tdt", encoder="cache_aware")
 
 
 @pytest_asyncio.fixture
@@ -46,7 +40,7 @@ async def test_cache_aware_pipelines_have_exact_chunks(cache_aware_engine: Engin
         cache_aware_engine.open_stream(StreamOptions(chunk_s=0.56, decoding="sampling"))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("decodings", [("greedy",), ("greedy", "beam")])
+@pytest.mark.parametrize("decodings", [("greedy",), ("beam",), ("greedy", "beam")])
 async def test_cache_aware_batched_equals_alone(
     cache_aware_engine: Engine, decodings: tuple[str, ...]
 ) -> None:
@@ -56,7 +50,9 @@ async def test_cache_aware_batched_equals_alone(
         "a": await engine.load_vocabulary(["recaca", "cahe"]),
         "b": await engine.load_vocabulary(["he re"]),
     }
-    plans = PLANS if len(decodings) == 1 else [*with_decoding(PLANS[::2], "beam"), *PLANS[1::2]]
+    plans = with_decoding(PLANS, decodings[0])
+    if len(decodings) > 1:
+        plans = [*with_decoding(PLANS[::2], "beam"), *PLANS[1::2]]
     batched = await run_batched(engine, plans, handles)
     alone = [await run_stream(engine, plan, handles) for plan in plans]
     for plan, got, want in zip(plans, batched, alone, strict=True):
