@@ -238,6 +238,12 @@ class Settings(BaseSettings):
     max_terms_per_session: int = Field(1000, ge=0, description="Extra terms a session may `configure`.")
     engine_max_batch_streams: int = Field(64, ge=1, description="Streams in one decode step.")
     engine_max_wait_ms: float = Field(20.0, ge=0, description="Wait for more ready streams, ms.")
+    engine_sentence_pause_ms: int = Field(
+        320,
+        ge=0,
+        description="Beam decoding: a pause this long after a word that closes a sentence (. ? !) commits "
+        "the utterance as a final (other utterances end on 800 ms of silence, long ones on 320 ms).",
+    )
     beam_size: int = Field(
         8,
         ge=1,
@@ -336,6 +342,7 @@ def engine_config(settings: Settings, **overrides: Any) -> EngineConfig:
         "torch_threads": settings.torch_threads,
         "max_batch_streams": settings.engine_max_batch_streams,
         "max_wait_ms": settings.engine_max_wait_ms,
+        "sentence_pause_ms": settings.engine_sentence_pause_ms,
         "beam_size": settings.beam_size,
         "allowed_chunk_s": tuple(settings.allowed_chunk_s),
         "biasing_alpha": settings.biasing_alpha,

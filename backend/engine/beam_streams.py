@@ -4,7 +4,8 @@ sizes; buffered models re-encode their context, cache-aware ones keep each strea
 partials and finals.
 
 End of utterance: the best beam has emitted something and then ``stop_history_eou_ms`` of trailing blank
-frames (``long_utterance_pause_ms`` once the utterance is longer than ``long_utterance_s``; at
+frames (``sentence_pause_ms`` after a label that closes a sentence; ``long_utterance_pause_ms`` once the
+utterance is longer than ``long_utterance_s``; any short pause past ``very_long_utterance_s``; at
 ``max_utterance_s`` it ends at once); the best beam is committed as a final and the stream's beams restart
 from it with fresh scores.
 """
@@ -36,6 +37,16 @@ def load_lm(path: str, asr_model: Any) -> Any:
     return lm.to(asr_model.device).eval()
 
 
+def _label_classes(tokenizer: Any) -> tuple[frozenset[int], frozenset[int]]:
+    """The labels whose text ends a sentence (``.``, ``?`` or ``!`` last; none for a model without them),
+    and those that start a word (SentencePiece's ``\u2581``)."""
+    size = int(getattr(tokenizer, "vocab_size", 0) or 0)
+    pieces = tokenizer.ids_to_tokens(list(range(size))) if size else []
+    ends = frozenset(label for label, piece in enumerate(pieces) if piece.rstrip().endswith((".", "?", "!")))
+    starts = frozenset(label for label, piece in enumerate(pieces) if piece.startswith("\u2581"))
+    return ends, starts
+
+
 class BeamStreams:
     """Per-stream beam states (by stream id) and the batched beam search they share."""
 
@@ -61,6 +72,10 @@ class BeamStreams:
         self.long_frames = round(config.long_utterance_s / self.frame_s)
         self.long_pause_frames = max(1, round(config.long_utterance_pause_ms / 1000.0 / self.frame_s))
         self.max_frames = round(config.max_utterance_s / self.frame_s)
+        self.sentence_pause_frames = max(1, round(config.sentence_pause_ms / 1000.0 / self.frame_s))
+        self.very_long_frames = round(config.very_long_utterance_s / self.frame_s)
+        self.sentence_ends, self.word_starts = _label_classes(self.tokenizer)
+        self._committed: dict[int, int] = {}  # stream id -> first frame not yet committed (inside-chunk cuts)
         self._states: dict[int, Any] = {}
         self._biasing: dict[int, tuple[int, int]] = {}
 
@@ -72,6 +87,7 @@ class BeamStreams:
         """Forget a stream (abort)."""
         self._states.pop(stream_id, None)
         self._biasing.pop(stream_id, None)
+        self._committed.pop(stream_id, None)
 
     def step(self, chunk_pipeline: Any, items: list[StepItem]) -> list[StepOutput]:
         """Buffer and encode one chunk per stream, advance the beams of streams with new frames, and report
@@ -109,9 +125,21 @@ class BeamStreams:
         return state
 
     def _report(self, item: StepItem, state: Any, delay_frames: int, best: int, lag: int) -> StepOutput:
-        """``best``: the stream's best beam; ``lag``: that beam's frames not consumed yet (RNNT)."""
-        tokens = state.histories[best]
-        finals: tuple[Final, ...] = ()
+        """``best``: the stream's best beam; ``lag``: that beam's frames not consumed yet (RNNT).
+
+        A pause inside the chunk that ends an utterance (a sentence closed, then ``sentence_pause_ms``)
+        commits the words before it at once: a 1.12 s chunk often holds the pause and the next sentence's
+        first word, and checking only at chunk ends let finals run on over several sentences (issue 37). The
+        beams go on (the next sentence keeps its LM context); the committed part is left out by its frames."""
+        committed = self._committed.get(item.stream_id, 0)
+        tokens = [t for t in state.histories[best] if t.start_frame >= committed]
+        finals: list[Final] = []
+        while (cut := self._pause_inside(tokens)) is not None:
+            final = self._final(tokens[:cut], delay_frames, state.decoded_frames)
+            if final is not None:
+                finals.append(final)
+            tokens = tokens[cut:]
+            self._committed[item.stream_id] = tokens[0].start_frame
         consumed = state.decoded_frames - lag
         if item.is_last or (tokens and self._utterance_ends(tokens, consumed)):
             final = self._final(tokens, delay_frames, state.decoded_frames)
@@ -120,16 +148,43 @@ class BeamStreams:
                 self.drop(item.stream_id)
             else:
                 self.search.restart_utterance(state, best)
-            return StepOutput(partial="", finals=finals)
-        return StepOutput(partial=self._text([t.label for t in tokens]), finals=finals)
+            return StepOutput(partial="", finals=tuple(finals))
+        return StepOutput(partial=self._text([t.label for t in tokens]), finals=tuple(finals))
+
+    def _pause_needed(self, label: int, length: int) -> int:
+        """Blank frames after ``label`` that end an utterance ``length`` frames long so far. A sentence the
+        model closed (its last label ends in ``. ? !``) ends on a shorter pause (issue 37: finals when a
+        sentence ends, not at the next long silence); past ``very_long_utterance_s`` any pause ends it."""
+        if length >= self.very_long_frames:
+            pause = min(2, self.long_pause_frames)
+        elif length >= self.long_frames:
+            pause = self.long_pause_frames
+        else:
+            pause = self.eou_frames
+        if label in self.sentence_ends:
+            pause = min(pause, self.sentence_pause_frames)
+        return int(pause)
+
+    def _pause_inside(self, tokens: list[Any]) -> int | None:
+        """Where the first pause long enough to end the utterance falls between two of its tokens (the index
+        of the token after it, which starts a word), or None."""
+        for index in range(1, len(tokens)):
+            before, after = tokens[index - 1], tokens[index]
+            if after.label not in self.word_starts:
+                continue
+            length = before.end_frame - tokens[0].start_frame
+            if after.start_frame - before.end_frame >= self._pause_needed(before.label, length):
+                return index
+        return None
 
     def _utterance_ends(self, tokens: list[Any], consumed: int) -> bool:
-        """A pause long enough for the utterance's length so far, or the longest utterance reached."""
+        """A pause long enough for the utterance's length so far (``_pause_needed``) after its last token, or
+        the longest utterance reached."""
         trailing_blank_frames: int = consumed - tokens[-1].end_frame
         length: int = consumed - tokens[0].start_frame
-        if length >= self.long_frames:
-            return bool(trailing_blank_frames >= self.long_pause_frames or length >= self.max_frames)
-        return bool(trailing_blank_frames >= self.eou_frames)
+        if length >= self.max_frames:
+            return True
+        return bool(trailing_blank_frames >= self._pause_needed(tokens[-1].label, length))
 
     def _text(self, labels: list[int]) -> str:
         return " ".join(self.tokenizer.ids_to_text(labels).split()) if labels else ""

@@ -29,6 +29,8 @@ class FinalPassConfig:
     no_speech_prob: float = 0.6
     no_speech_logprob: float = -1.0
     max_disagreement: float = 0.6
+    max_missing_words: int = 3  # or this share of the first pass's words, whichever is more:
+    max_missing_share: float = 0.15  # Whisper's reading with fewer words than that skipped some speech
     max_words_per_s: float = 6.0
     max_compression: float = 2.4
     min_window_s: float = 1.0
@@ -106,6 +108,10 @@ def judge(
         if hyp.no_speech_prob >= config.no_speech_prob:  # the streaming pass's word in a pause ("The")
             return Refinement(None, "no_speech", text)
         return Refinement(final, "disagrees", text)
+    first_words = len(final.text.split())
+    missing = max(config.max_missing_words, config.max_missing_share * first_words)
+    if len(text.split()) < first_words - missing:  # Whisper skipped speech (a sentence of a long window)
+        return Refinement(final, "dropped_words", text)
     if vocabulary is not None:
         found = set(vocabulary.finder.find(final.text))
         if found - set(vocabulary.finder.find(text)):

@@ -61,7 +61,7 @@ from backend.engine.types import SAMPLE_RATE_HZ, Final
 __all__ = ["FinalPass", "FinalPassConfig", "FinalVocabulary", "Refinement", "RefineJob"]
 
 KEEP_BEFORE_S = 0.5  # audio kept before the first pass's first word
-KEEP_AFTER_S = 0.5  # and after its last (the end of utterance follows >= 0.8 s of silence)
+KEEP_AFTER_S = 0.3  # and after its last (an utterance may end on a 0.32 s pause after a sentence: issue 37)
 MAX_WINDOW_S = 30.0  # Whisper's window
 
 

@@ -62,7 +62,9 @@ class EngineConfig:
     (right context adds latency). ``long_utterance_s`` / ``long_utterance_pause_ms`` / ``max_utterance_s``
     (beam decoding): an utterance longer than ``long_utterance_s`` also ends on a pause of
     ``long_utterance_pause_ms``, and one reaching ``max_utterance_s`` ends at once, so that every final fits
-    the second pass's window and is checked (a 44 s reading without a long pause was one unread final).
+    the second pass's window and is checked (a 44 s reading without a long pause was one unread final);
+    past ``very_long_utterance_s`` any pause of two frames ends it. ``sentence_pause_ms`` (beam decoding): an
+    utterance whose last label closes a sentence (``. ? !``) ends on this shorter pause (issue 37).
     ``stop_history_eou_ms``: trailing silence (blank frames) that ends an
     utterance. ``max_live_streams``: open streams beyond this raise ``EngineOverloaded``.
     ``final_pass_max_backlog``: second-pass jobs (one per step with finals) allowed to wait on the second
@@ -107,9 +109,11 @@ class EngineConfig:
     left_context_s: float = 2.0
     right_context_s: float = 0.0
     stop_history_eou_ms: int = 800
-    long_utterance_s: float = 12.0
+    long_utterance_s: float = 8.0
     long_utterance_pause_ms: int = 320
+    very_long_utterance_s: float = 15.0
     max_utterance_s: float = 25.0
+    sentence_pause_ms: int = 320
     max_live_streams: int = 256
     final_pass_max_backlog: int = 3
     max_symbols_per_step: int = 10
@@ -149,8 +153,10 @@ class EngineConfig:
             raise ValueError("lm_token_bonus must be >= 0")
         if self.stop_history_eou_ms < 0:
             raise ValueError("stop_history_eou_ms must be >= 0")
-        if not 0 < self.long_utterance_s <= self.max_utterance_s or self.long_utterance_pause_ms < 0:
-            raise ValueError("need 0 < long_utterance_s <= max_utterance_s and long_utterance_pause_ms >= 0")
+        if not 0 < self.long_utterance_s <= self.very_long_utterance_s <= self.max_utterance_s:
+            raise ValueError("need 0 < long_utterance_s <= very_long_utterance_s <= max_utterance_s")
+        if self.long_utterance_pause_ms < 0 or self.sentence_pause_ms < 0:
+            raise ValueError("long_utterance_pause_ms and sentence_pause_ms must be >= 0")
         if self.max_live_streams < 1:
             raise ValueError("max_live_streams must be >= 1")
         if self.final_pass_max_backlog < 0:

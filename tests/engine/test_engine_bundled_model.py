@@ -45,3 +45,22 @@ async def test_synthetic_speech_decodes_to_the_expected_words(
     hypothesis = normalised(await decode(bundled_engine, speech, chunk_s, decoding))
     similarity = difflib.SequenceMatcher(None, normalised(SENTENCE), hypothesis).ratio()
     assert similarity >= 0.6, hypothesis
+
+
+async def test_a_closed_sentence_is_committed_on_a_short_pause(
+    bundled_engine: Engine, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 37: a sentence the model closed with a full stop ends its final on a pause shorter than the
+    800 ms that ends other utterances, also where one 1.12 s chunk holds the pause and the next sentence's
+    first word (the cut falls inside the chunk)."""
+    first = "We will review the budget again at the next meeting."
+    second = "Please send the report before Friday."
+    work = tmp_path_factory.mktemp("two")
+    audio = np.concatenate([spoken(first, work)[:-24000], spoken(second, work)[4000:]])  # ~0.6 s apart
+    for chunk_s in (0.56, 1.12):
+        finals = await stream_finals(bundled_engine, audio, chunk_s, "beam")
+        assert len(finals) == 2, (chunk_s, finals)
+        assert finals[0].text.endswith(".") and finals[0].end_s < finals[1].start_s, finals
+        for final, said in zip(finals, (first, second), strict=True):
+            similarity = difflib.SequenceMatcher(None, normalised(said), normalised(final.text)).ratio()
+            assert similarity >= 0.6, (chunk_s, final.text)

@@ -98,6 +98,19 @@ def test_running_into_the_token_limit_keeps_the_first_pass_text() -> None:
     assert judge(CONFIG, final, hyp, 1.0, max_tokens_for(1.0)).reason == "token_limit"
 
 
+def test_a_reading_that_skips_a_sentence_of_a_long_window_keeps_the_first_pass_text() -> None:
+    """Issue 37: Whisper, given a long window of similar sentences, may leave one out; the agreement guard
+    (60 % disagreement) let that through, losing words."""
+    said = "The weather is quite nice today. Please send the report before Friday. We will review it again."
+    final = first(said.replace("quite nice", "quiet nice"))
+    skipped = Hyp("The weather is quite nice today. We will review it again.")
+    assert judge(CONFIG, final, skipped, 8, 80).reason == "dropped_words"
+    corrected = Hyp(said.replace("the report", "a report"))  # a reading with the same words is taken
+    assert judge(CONFIG, final, corrected, 8, 80).reason == "second"
+    short = first("Please stand the quarter lee report.")  # a few words fewer in a short final are fine
+    assert judge(CONFIG, short, Hyp("Please send the quarterly report."), 3, 40).reason == "second"
+
+
 def test_disagreement_beyond_the_threshold_keeps_the_first_pass_text() -> None:
     final = first("Revenue grew twelve percent this quarter.")
     assert judge(CONFIG, final, Hyp("Thank you for watching."), 3, 40).reason == "disagrees"
