@@ -275,9 +275,15 @@ class PostgresBus:
     async def _disconnect(self) -> None:
         conn, self._conn, self._pid = self._conn, None, None
         self._connected.clear()
-        if conn is not None and not conn.is_closed():
-            with contextlib.suppress(Exception):
+        if conn is None:
+            return
+        try:
+            if not conn.is_closed():
                 await asyncio.wait_for(conn.close(), 2)
+        except Exception:  # noqa: BLE001 - closing a broken connection
+            pass
+        finally:
+            conn.terminate()  # a connection the server closed still holds its transport
 
     async def close(self, timeout_s: float = 2.0) -> None:
         self._closing = True
