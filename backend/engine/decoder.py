@@ -9,6 +9,7 @@ pipeline only for buffering and encoding (buffered or cache-aware), then our str
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -29,6 +30,28 @@ from backend.engine.nemo_pipelines import (
 from backend.engine.steps import NO_BIASING, StepItem, StepOutput, make_frame
 from backend.engine.types import EngineConfig, Final, Word, collapse_repeated_marks
 from biasing.nemo.multi_model import install_sparse_advance
+
+
+class DecodingCost:
+    """Decode-thread time of each decoding mode's groups (their encoder and first-pass decoding, not the
+    second pass) and the audio they decoded, since start; written on the decode thread, read for /metrics
+    from any (its keys are fixed at start)."""
+
+    def __init__(self, decodings: tuple[str, ...]) -> None:
+        self._seconds = dict.fromkeys(decodings, 0.0)
+        self._audio_s = dict.fromkeys(decodings, 0.0)
+
+    def add(self, decoding: str, seconds: float, audio_s: float) -> None:
+        self._seconds[decoding] += seconds
+        self._audio_s[decoding] += audio_s
+
+    def ms_per_audio_s(self) -> tuple[tuple[str, float], ...]:
+        """Per decoding mode that has decoded audio: milliseconds of decode thread per second of audio."""
+        return tuple(
+            (decoding, 1000.0 * self._seconds[decoding] / audio_s)
+            for decoding, audio_s in sorted(self._audio_s.items())
+            if audio_s > 0
+        )
 
 
 class StreamDecoder:
@@ -66,6 +89,7 @@ class StreamDecoder:
                 self._pipelines[(chunk_s, "beam")] = self._pipelines[(chunk_s, "greedy")]
             else:
                 self._pipelines[(chunk_s, "beam")] = build_buffered_pipeline(config, self.wrapper, chunk_s)
+        self.decoding_cost = DecodingCost(self.decodings)
         self.final_pass: FinalPass | None = None
         if config.final_pass != "off":
             self.final_pass = FinalPass(final_pass_config(config))
@@ -106,6 +130,7 @@ class StreamDecoder:
         for key, indices in groups.items():
             chunk_pipeline = self.chunk_pipeline(*key)
             group = [items[i] for i in indices]
+            started = time.perf_counter()
             chunk_pipeline.activate()
             with torch.inference_mode():
                 if self._beam is not None and key[1] == "beam":
@@ -113,6 +138,8 @@ class StreamDecoder:
                 else:
                     frames = [self._frame(chunk_pipeline, item) for item in group]
                     results = [_convert(r) for r in chunk_pipeline.pipeline.transcribe_step(frames)]
+            audio_s = key[0] * sum(item.samples is not None for item in group)
+            self.decoding_cost.add(key[1], time.perf_counter() - started, audio_s)
             for index, item, result in zip(indices, group, results, strict=True):
                 outputs[index] = result
                 if item.is_last:

@@ -199,6 +199,7 @@ class Engine:
             registered_vocabularies=len(self._registry),
             final_pass_outcomes=tuple(sorted(dict(final_pass.outcomes).items())) if final_pass else (),
             final_pass_last_ms=final_pass.last_ms if final_pass else 0.0,
+            decoding_ms_per_audio_s=self._decoder.decoding_cost.ms_per_audio_s() if self._decoder else (),
         )
 
     async def load_vocabulary(self, terms: Sequence[Any]) -> VocabularyHandle:

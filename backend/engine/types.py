@@ -241,7 +241,8 @@ class EngineStats:
     """A snapshot for /metrics. ``max_lag_s``: largest (audio received - audio decoded) over live streams.
     ``final_pass_outcomes``: finals the second pass handled so far, by outcome (``second``: its text was
     kept; otherwise the guard that kept the first pass's text, or ``no_speech``: dropped);
-    ``final_pass_last_ms``: the last step's second-pass time."""
+    ``final_pass_last_ms``: the last step's second-pass time. ``decoding_ms_per_audio_s``: per decoding mode
+    (greedy, beam), decode-thread milliseconds per second of audio it decoded since start (its cost)."""
 
     ready: bool
     live_streams: int
@@ -254,3 +255,4 @@ class EngineStats:
     registered_vocabularies: int
     final_pass_outcomes: tuple[tuple[str, int], ...] = ()
     final_pass_last_ms: float = 0.0
+    decoding_ms_per_audio_s: tuple[tuple[str, float], ...] = ()

@@ -128,6 +128,8 @@ async def test_beam_reads_a_boosted_term_greedy_misses(engine: Engine) -> None:
         plain = " ".join(f.text for f in await finals_of(engine, audio, None, chunk_s, "beam"))
         assert TERM in beam.split(), (chunk_s, beam)
         assert TERM not in greedy and TERM not in plain, (chunk_s, greedy, plain)
+    cost = dict(engine.stats().decoding_ms_per_audio_s)  # /metrics: decode-thread ms per audio second
+    assert set(cost) == {"beam", "greedy"} and all(0 < ms < 1000 for ms in cost.values()), cost
 
 
 async def test_a_term_stays_in_its_stream(engine: Engine) -> None:
