@@ -11,7 +11,8 @@ streams x chunk size x greedy/beam x biasing mode:
 On CUDA the peak GPU memory of each run above what the engine held before it is reported per stream, and
 ``--cuda-graphs on|off`` switches NeMo's CUDA-graph greedy decoder (beam search never uses CUDA graphs).
 
-    python bench/bench_engine.py                       # tiny random RNNT model (built in a temp dir)
+    python bench/bench_engine.py                       # tiny random TDT model (built in a temp dir)
+    python bench/bench_engine.py --tiny-encoder cache_aware --streams 1,16,64 --repeats 1  # cache-aware one
     python bench/bench_engine.py --model models/captions-embedded.nemo --streams 1,8,32
     python bench/bench_engine.py --model m.nemo --device cuda --streams 128,1,64,32 --json rows.json
 
@@ -303,7 +304,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
     model = args.model
     if model is None:
         work_dir = Path(tempfile.mkdtemp(prefix="bench-engine-"))
-        model = str(build_tiny_transducer(work_dir, kind=args.tiny_kind))
+        model = str(build_tiny_transducer(work_dir, kind=args.tiny_kind, encoder=args.tiny_encoder))
     stream_counts = [int(n) for n in args.streams.split(",")]
     chunk_sizes = [float(c) for c in args.chunks.split(",")]
     decodings = args.decodings.split(",")
@@ -412,6 +413,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--model", default=None, help=".nemo path or pretrained name (default: tiny random)")
     parser.add_argument("--tiny-kind", default="tdt", choices=["rnnt", "tdt"], help="random model kind")
+    parser.add_argument(
+        "--tiny-encoder",
+        default="conformer",
+        choices=["conformer", "cache_aware"],
+        help="random model's encoder (cache_aware: a cache-aware streaming one, NeMo's cache-aware pipeline)",
+    )
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument(
         "--streams", default="1,8,32,64", help="comma-separated stream counts (run in this order)"
