@@ -23,6 +23,7 @@ from backend.db.models import (
     Vocabulary,
     utcnow,
 )
+from backend.dictation_commands import cue_texts
 from backend.meeting_timeline import TimelineFinal, meeting_timeline
 from backend.security import new_ticket, token_hash
 from backend.written_form import to_written
@@ -310,9 +311,17 @@ async def meeting_captions(request: Request) -> Response:
     if fmt == "json":
         return JSONResponse({"captions": [_caption_dict(f) for f in finals]})
     try:
-        shown = [to_written(f.text, f.matched_terms) if form == "written" else f.text for f in finals]
+        said: list[str | None] = [f.text for f in finals]
+        if meeting.kind == MeetingKind.DICTATION:  # spoken commands are carried out, never written
+            said = cue_texts([f.text for f in finals])
+        shown = [
+            (to_written(t, f.matched_terms) if form == "written" else t) if t else None
+            for f, t in zip(finals, said, strict=True)
+        ]
         cues = [
-            Cue(f.meeting_start_s, f.meeting_end_s, t, f.speaker) for f, t in zip(finals, shown, strict=True)
+            Cue(f.meeting_start_s, f.meeting_end_s, t, f.speaker)
+            for f, t in zip(finals, shown, strict=True)
+            if t
         ]
         body, media = render_captions(fmt, cues)
     except ValueError as exc:

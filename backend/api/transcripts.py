@@ -36,6 +36,7 @@ from backend.db.models import (
     utcnow,
 )
 from backend.db.session import as_utc
+from backend.dictation_commands import dictate
 from backend.dictations import connected_meetings, end_idle_dictations
 from backend.meeting_timeline import TimelineFinal, meeting_timeline, speaker_names
 from backend.written_form import to_written
@@ -383,6 +384,15 @@ async def search(request: Request) -> JSONResponse:
     return JSONResponse({"hits": hits})
 
 
+def dictated_note(texts: list[str]) -> str:
+    """A dictation's text as its page wrote the note: spoken commands carried out, on one line."""
+    note: str = ""
+    history: list[str] = []
+    for text in texts:
+        note, history = dictate(note, text, history=history)
+    return " ".join(note.split())
+
+
 def display_title(meeting: Meeting, text: str) -> str:
     """A dictation nobody named is titled by its first words; anything else by its title."""
     if meeting.kind == MeetingKind.DICTATION and AUTOMATIC_TITLE.match(meeting.title) and text.strip():
@@ -417,6 +427,8 @@ async def list_transcripts(request: Request) -> JSONResponse:
         for meeting in (await db.execute(query.options(selectinload(Meeting.vocabularies)))).scalars():
             _clock, finals = await meeting_timeline(db, meeting.id)
             text = " ".join(f.text for f in finals)
+            if meeting.kind == MeetingKind.DICTATION:
+                text = dictated_note([f.text for f in finals])
             preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1].rstrip() + "…"
             out.append(
                 meeting_dict(meeting)

@@ -29,7 +29,7 @@ export function showNoteState(line, state, err) {
   line.textContent = DRAFT_STATES[state] ? DRAFT_STATES[state](err) : "";
 }
 
-/** List the user's latest dictations in `list`: when, and whether live or finished. */
+/** List the user's latest dictations in `list`: when (a link to its transcript), and whether live or finished. */
 export async function renderDictations(list, userId) {
   let meetings;
   try {
@@ -47,7 +47,7 @@ export async function renderDictations(list, userId) {
       h(
         "li",
         { dataset: { meetingId: m.id, status: m.status } },
-        h("span", {}, formatDateTime(m.started_at || m.created_at)),
+        h("a", { href: `/transcripts?id=${m.id}` }, formatDateTime(m.started_at || m.created_at)),
         " ",
         h("span", { class: `pill small status-${m.status}` }, DICTATION_LABELS[m.status] || m.status),
       ),

@@ -18,7 +18,8 @@ import { applyStoredDisplay, bindWrittenNumbers } from "./display-prefs.js";
 import { byId, copyText, downloadText, formatDateTime, h } from "./dom.js";
 import { exportFilename } from "./export.js";
 import { requireUser } from "./login.js";
-import { NoteDraft, PARAGRAPH_PAUSE_S, appendDictated } from "./note-draft.js";
+import { COMMANDS, dictate } from "./dictation-commands.js";
+import { NoteDraft, PARAGRAPH_PAUSE_S } from "./note-draft.js";
 import { toWritten } from "./written-form.js";
 
 const ACTIVE_STATES = ["connecting", "live", "reconnecting", "stopping"];
@@ -38,6 +39,8 @@ const page = {
   lastEndS: null, // end of the last final of this dictation (seconds), for the paragraph rule
   activeTerms: 0, // terms the recognizer boosts in this dictation (list + added on the page)
   ended: new Set(), // ids of the dictations this page has ended
+  history: [], // the note before each dictated utterance, for "scratch that"
+  dictated: null, // the note as dictation last left it (an edit in between forgets the history)
 };
 
 function showError(text) {
@@ -68,6 +71,7 @@ async function main() {
   page.writtenNumbers = bindWrittenNumbers(byId("written-numbers"), (on) => {
     page.writtenNumbers = on;
   });
+  showCommands(byId("commands"));
   byId("start").addEventListener("click", start);
   byId("stop").addEventListener("click", stop);
   byId("copy").addEventListener("click", copyNote);
@@ -82,6 +86,15 @@ async function main() {
     byId("start").disabled = true;
   }
   await Promise.all([loadVocabularies(), refreshMicrophones(), restoreRemoteDraft(page.draft.savedAt), loadDictations()]);
+}
+
+/** The spoken commands, as the page lists them. */
+function showCommands(list) {
+  list.replaceChildren(
+    ...COMMANDS.map((c) =>
+      h("li", {}, c.say.map((s) => `“${s}”`).join(" or "), " — ", c.help.length === 1 ? `types “${c.help}”` : c.help),
+    ),
+  );
 }
 
 function refreshMicrophones() {
@@ -223,7 +236,10 @@ function addFinal(final) {
 function appendToNote(text, newParagraph) {
   const note = byId("note");
   const before = note.value;
-  const after = appendDictated(before, text, newParagraph);
+  if (before !== page.dictated) page.history = []; // edited by hand since: "scratch that" keeps the edit
+  const { note: after, history } = dictate(before, text, { newParagraph, history: page.history });
+  page.history = history;
+  page.dictated = after;
   let common = 0;
   while (common < before.length && before[common] === after[common]) common += 1;
   const atEnd = note.selectionStart === before.length;
@@ -279,6 +295,7 @@ async function start() {
   page.client = client;
   client.addEventListener("state", (event) => onState(event.detail));
   client.addEventListener("ready", (event) => {
+    if (page.client !== client || !ACTIVE_STATES.includes(client.state)) return; // stopped meanwhile
     page.capture && page.capture.setChunkSamples(event.detail.chunk_samples);
     page.activeTerms = (event.detail.terms || []).length + page.sessionTerms.length;
     setAck("ok", `Dictating. ${activeTermsText(page.activeTerms)}`);
@@ -326,7 +343,7 @@ async function finish(detail) {
   byId("start").hidden = false;
   byId("start").disabled = false;
   byId("stop").hidden = true;
-  if (byId("ack").textContent.startsWith("Dictating.")) setAck("", "");
+  if (/^Dictating\.|is active now/.test(byId("ack").textContent)) setAck("", "Not dictating.");
   await endDictation();
 }
 

@@ -2,6 +2,7 @@
 // to the server too (debounced), restored on return; a warning before leaving the page with a note that was
 // never copied or exported. Also how dictated text joins the note (paragraphs after pauses or on command).
 
+import { dictate } from "./dictation-commands.js";
 import { prefs } from "./dom.js";
 
 export const LEAVE_WARNING =
@@ -13,27 +14,12 @@ export const PARAGRAPH_PAUSE_S = 2;
 /** How long after the last change the note is saved to the server. */
 export const SERVER_SAVE_DELAY_MS = 1000;
 
-const PARAGRAPH_COMMAND = /[\s,;:]*\b(?:new|next) paragraph\b[\s,.;:!?]*/gi;
-
-function endParagraph(note) {
-  return note.trim() ? note.replace(/\s*$/, "") + "\n\n" : note;
-}
-
 /**
- * The note after dictated `text` is added at its end: "new paragraph" / "next paragraph" said anywhere
- * start a paragraph (the words themselves are dropped, the next word is capitalised), and so does
- * `newParagraph` (a long pause before this text). Otherwise the text follows after one space.
+ * The note after dictated `text` is added at its end, its spoken commands carried out ("new paragraph",
+ * "full stop", "scratch that"...: `dictation-commands.js`); `newParagraph`: a long pause came before it.
  */
 export function appendDictated(note, text, newParagraph = false) {
-  let result = String(note);
-  String(text).split(PARAGRAPH_COMMAND).forEach((part, index) => {
-    if (index > 0 || newParagraph) result = endParagraph(result);
-    let words = part.trim();
-    if (!words) return;
-    if (index > 0) words = words[0].toUpperCase() + words.slice(1);
-    result += (!result || /\s$/.test(result) ? "" : " ") + words;
-  });
-  return result;
+  return dictate(note, text, { newParagraph }).note;
 }
 
 export class NoteDraft {
