@@ -22,7 +22,10 @@ Style decisions (evidence in brackets):
   1905 "nineteen oh five", 1900 "nineteen hundred", 2000 "two thousand", 2005 "two thousand and five".
   "1,500" (with a comma) is a cardinal.
 - Times: "10:30" "ten thirty", "10:05" "ten oh five", "9:00" "nine o'clock"; with a.m./p.m. (any of
-  "am", "AM", "a.m.") "nine a.m." / "nine thirty p.m.". Other "a:b" is a ratio: "three to one".
+  "am", "AM", "a.m.") "nine a.m." / "nine thirty p.m.". Other "a:b" is a ratio: "three to one". Without
+  its colon after "at", "by", "until", "till", "from", "before", "after" or "around", "1030" / "10.30" /
+  "0930" is a time too ("at ten thirty"; hour 0-23, minutes 00-59, no percent, money or unit after it);
+  elsewhere it stays a number.
 - Titles and abbreviations made of allowed characters stay as written: "Dr. Smith", "Mr.", "Mrs.", "Jr.",
   "a.m.", "U.S." [the training text's faker names are "Dr. Jane Doe", "Mr. John Smith", "Jr."; so the
   first pass writes the dotted forms; the WER normaliser drops the dots either way].
@@ -352,6 +355,21 @@ def _clock(m: re.Match[str]) -> str | None:
     return words if mins else f"{words} o'clock"
 
 
+# "at 1030", "by 9.45", "until 0930 hours": a time written without its colon after a word that introduces
+# a time (Whisper writes what it heard as "ten thirty" so). The hour 0-23, the minutes 00-59, no decimal,
+# percent or unit after it; rewritten as "10:30" for ``_CLOCK``. Elsewhere "1030" stays a number.
+_TIME_WORD = r"(?:at|by|until|till|from|before|after|around)"
+_BARE_TIME = re.compile(
+    rf"(?<![\w])(?P<prep>{_TIME_WORD})\s+(?P<h>[01]?\d|2[0-3])\.?(?P<m>[0-5]\d)(?![\d%]|[.,]\d)"
+    rf"(?!\s?(?:%|percent|per\b|[$€£¥]|(?:dollars?|euros?|pounds?|cents?|points?|{{units}})\b))",
+    re.IGNORECASE,
+)
+
+
+def _bare_time(m: re.Match[str]) -> str:
+    return f"{m['prep']} {int(m['h'])}:{m['m']}"
+
+
 _RATIO = re.compile(rf"{_NUM_START}(?P<a>\d+):(?P<b>\d+)(?![\d:])")
 _RANGE = re.compile(rf"(?<=\d)(?P<pct>%?)\s?[-–—]\s?(?=[$€£¥]?(?:{_NUM}))")
 _X_TIMES = re.compile(r"(?<=\d)x\b")
@@ -412,6 +430,7 @@ _UNITS: dict[str, tuple[str, str]] = {
     "V": ("volt", "volts"),
 }
 _UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+_BARE_TIME = re.compile(_BARE_TIME.pattern.replace("{units}", _UNIT_ALT), re.IGNORECASE)
 _QUANTITY = re.compile(
     rf"{_NUM_START}(?P<neg>-)?(?P<num>{_NUM}){_NUM_END}\s?(?P<unit>{_UNIT_ALT})"
     rf"(?:/(?P<per>{_UNIT_ALT}))?(?![A-Za-z0-9])"
@@ -513,6 +532,7 @@ def _strip_accents(text: str) -> str:
 _NUMBER_PASSES = (
     _sub(_MONEY_RANGE, _money_range),
     _sub(_MONEY, _money),
+    lambda text: _BARE_TIME.sub(_bare_time, text),
     _sub(_CLOCK, _clock),
     _sub(_RATIO, lambda m: f"{m['a']} to {m['b']}"),
 )

@@ -217,6 +217,17 @@ def test_currency(written: str, expected: str) -> None:
         ("From 10:30-11:00.", "From ten thirty to eleven o'clock."),
         ("A ratio of 3:1.", "A ratio of three to one."),
         ("Not a time 25:00.", "Not a time twenty five to zero zero."),
+        # issue 39: "ten thirty" heard, "1030" / "10.30" written: a time, never "one thousand and thirty"
+        ("Meet at 1030.", "Meet at ten thirty."),
+        ("Meet at 10.30 tomorrow.", "Meet at ten thirty tomorrow."),
+        ("Back by 0930 hours.", "Back by nine thirty hours."),
+        ("Until 1130am.", "Until eleven thirty a.m."),
+        ("We saw 1030 patients.", "We saw one thousand and thirty patients."),
+        ("Up to 1030 patients.", "Up to one thousand and thirty patients."),
+        ("Priced at 10.50 dollars.", "Priced at ten point five zero dollars."),
+        ("Give 250 mg at 1030.", "Give two hundred and fifty milligrams at ten thirty."),
+        ("At 1030 mg.", "At one thousand and thirty milligrams."),
+        ("At 2400.", "At two thousand four hundred."),
     ],
 )
 def test_times(written: str, expected: str) -> None:
