@@ -505,10 +505,13 @@ class BeamSearch:
         model_ids: list[int],
         last: list[bool] | None = None,
     ) -> None:
-        """Advance every stream's beams over its frames (``encoder_output`` [B, T, D], every length > 0).
-        ``last``: per stream, whether these are its last frames (every beam then decodes to the end)."""
-        if int(encoder_lengths.min()) <= 0:
-            raise ValueError("streams without new frames must not enter a beam call")
+        """Advance every stream's beams over its frames (``encoder_output`` [B, T, D]). ``last``: per stream,
+        whether these are its last frames (every beam then decodes to the end). A stream enters with new
+        frames, or (RNNT) at its end without any when ``has_pending`` (its beams behind finish)."""
+        ends = last or [False] * len(states)
+        for state, length, end in zip(states, encoder_lengths.tolist(), ends, strict=True):
+            if length <= 0 and not (end and not self.is_tdt and state.tail is not None):
+                raise ValueError("streams without new frames must not enter a beam call")
         device = encoder_output.device
         ids = torch.tensor(model_ids, dtype=torch.long, device=device)
         self.computer.biasing.row_model_ids = ids.repeat_interleave(self.beam_size)
@@ -523,7 +526,7 @@ class BeamSearch:
                     else encoder_output[b, :n]
                     for b, (s, n) in enumerate(zip(states, encoder_lengths.tolist(), strict=True))
                 ]
-                hyps, batched, next_frames = self._decode_resuming(states, fed, last or [False] * len(states))
+                hyps, batched, next_frames = self._decode_resuming(states, fed, ends)
         finally:
             self.computer.biasing.row_model_ids = None
         root_ptrs = hyps.flatten_()
@@ -552,6 +555,11 @@ class BeamSearch:
             frames, lengths, self._merge(states), start, open_rows, offsets
         )
         return decoded
+
+    def has_pending(self, state: BeamStreamState) -> bool:
+        """Whether some of an RNNT stream's beams stopped behind its last decoded frame (a cache-aware
+        stream's end brings no new frames: its last call is over the kept ones alone). One host sync."""
+        return state.tail is not None and state.lags is not None and bool(state.lags.max() > 0)
 
     def best_beam(self, state: BeamStreamState) -> int:
         """Index of the best beam by length-normalised score (NeMo's ``flatten_sort_`` criterion)."""

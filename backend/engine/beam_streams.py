@@ -95,7 +95,11 @@ class BeamStreams:
         chunk = chunk_pipeline.encode([make_frame(chunk_pipeline, item) for item in items])
         encoder_output, lengths = chunk.encoder_output, chunk.lengths
         states = [self._state_for(item, encoder_output.device) for item in items]
-        rows = [i for i, n in enumerate(lengths.tolist()) if n > 0]
+        rows = [  # a stream's end without new frames (cache-aware) still finishes the beams behind (RNNT)
+            i
+            for i, n in enumerate(lengths.tolist())
+            if n > 0 or (items[i].is_last and self.search.has_pending(states[i]))
+        ]
         if rows:
             self.search.decode(
                 [states[i] for i in rows],

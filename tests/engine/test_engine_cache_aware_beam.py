@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 import torch
 
-from backend.engine import Engine, EngineConfig
+from backend.engine import Engine, EngineConfig, Final
 from backend.engine.decoder import StreamDecoder
 from backend.engine.steps import StepItem, make_frame
 from tests.engine.conftest import finals_of, noise, running
@@ -116,6 +116,41 @@ def test_chunk_calls_equal_one_call(kind_model: Path) -> None:
         ]
         torch.testing.assert_close(chunked.scores, one.scores, atol=1e-3, rtol=0)
         assert chunked.decoded_frames == one.decoded_frames == frames.shape[1]
+    assert decoder.live_stream_count() == 0
+
+
+def test_a_stream_ends_with_the_beams_of_one_call(cache_aware_rnnt_model: Path, tmp_path: Path) -> None:
+    """Through the decoder's steps: the end of a cache-aware stream brings no new encoder frames, yet RNNT
+    beams that stopped behind the last chunk's end (the LM makes some) finish in its last call, so the final
+    is the best beam of one call over all the stream's frames."""
+    torch.set_num_threads(1)
+    arpa = write_arpa(tmp_path / "lm.arpa", vocab_size(cache_aware_rnnt_model), favoured=3)
+    config = EngineConfig(  # no pause ends an utterance: one final, at the end
+        model=str(cache_aware_rnnt_model), max_symbols_per_step=3, lm_path=str(arpa), lm_alpha=0.8,
+        stop_history_eou_ms=60_000, long_utterance_s=60.0, very_long_utterance_s=60.0, max_utterance_s=60.0,
+    )  # fmt: skip
+    decoder = StreamDecoder(config)
+    search = decoder._beam.search
+    chunk_pipeline = decoder.chunk_pipeline(0.56, "beam")
+    size, audio = chunk_pipeline.chunk_samples, noise(4, 3.36)
+    pieces = [audio[i : i + size] for i in range(0, len(audio), size)]
+    finals: list[Final] = []
+    for index, samples in enumerate(pieces):
+        finals += decoder.step([StepItem(1, 0.56, "beam", samples, index == 0, False)])[0].finals
+    assert not finals and search.has_pending(decoder._beam._states[1])  # some beams are behind
+    finals += decoder.step([StepItem(1, 0.56, "beam", None, False, True)])[0].finals
+    with torch.inference_mode():
+        chunk_pipeline.activate()
+        parts = [
+            chunk_pipeline.encode([make_frame(chunk_pipeline, StepItem(2, 0.56, "beam", p, i == 0, False))])
+            for i, p in enumerate(pieces)
+        ]
+        chunk_pipeline.encode([make_frame(chunk_pipeline, StepItem(2, 0.56, "beam", None, False, True))])
+        frames = torch.cat([part.encoder_output for part in parts], dim=1)
+        one = search.initial_state(frames.device)
+        search.decode([one], frames, torch.tensor([frames.shape[1]]), [-1], [True])
+    best = one.histories[search.best_beam(one)]
+    assert [f.text for f in finals] == [decoder._beam._text([t.label for t in best])]
     assert decoder.live_stream_count() == 0
 
 
