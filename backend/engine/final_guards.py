@@ -64,6 +64,23 @@ ACCEPTED = frozenset({"second", "second_terms_kept"})  # the second pass's text 
 SETTLED = ACCEPTED | UNCHECKED  # outcomes after which the unboosted reading is not tried
 
 
+LONE_WORDS = frozenset(
+    "yes no ok hi bye hey yep yup nah why who how what now not see sir mom dad two six ten one"
+    " thanks okay right sure good fine great done next stop wait".split()
+)
+"""Short words that are a whole caption on their own ("Yes.", "Why?"): never taken for noise."""
+MAX_JUNK_LETTERS = 3
+
+
+def lone_junk_word(text: str, vocabulary: FinalVocabulary | None = None) -> bool:
+    """A final of one short word that is not a whole answer nor a vocabulary term: what the streaming pass
+    writes on a breath, a click or noise ("A", "Re", "pio"; issue 39)."""
+    words = words_of(text)
+    if len(words) != 1 or len(words[0]) > MAX_JUNK_LETTERS or words[0] in LONE_WORDS:
+        return False
+    return not (vocabulary is not None and vocabulary.finder.find(text))
+
+
 def spoken_text(text: str) -> str:
     """A Whisper hypothesis in the first pass's style, as the guards compare it."""
     from captions_model.spoken_form import to_spoken_form
@@ -83,6 +100,10 @@ def judge(
     ``no_speech_prob``): the final to commit, or None to drop it, and why."""
     text = spoken_text(hyp.text)
     unsure = hyp.avg_logprob < config.min_avg_logprob
+    if lone_junk_word(final.text, vocabulary) and (
+        not text or unsure or hyp.no_speech_prob >= config.no_speech_prob or lone_junk_word(text, vocabulary)
+    ):  # Whisper hears no more than noise there either: any window length, before "too_short" keeps it
+        return Refinement(None, "junk_word", text)
     if hyp.no_speech_prob >= config.no_speech_prob and (
         hyp.avg_logprob < config.no_speech_logprob or not text
     ):

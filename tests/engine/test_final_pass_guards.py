@@ -293,3 +293,20 @@ def test_a_term_close_to_the_plain_reading_is_kept_and_the_check_can_be_off() ->
     unchecked, audio = _second_pass(whisper, deficit=None)
     (refined,) = unchecked.refine_many([(final, audio, VOCABULARY)])
     assert refined.final is not None and refined.final.text == text and refined.checks == ()
+
+
+def test_a_lone_junk_word_on_noise_is_dropped_at_any_window_length() -> None:
+    """issue 39: "A", "a", "pio", "Re" were 5 of 13 cues of a WebVTT export."""
+    for junk, heard in (("A", Hyp("")), ("pio", Hyp("Re.")), ("Re", Hyp("Okay", no_speech_prob=0.9))):
+        for seconds in (0.4, 2.0):
+            result = judge(CONFIG, first(junk, 1.0, 1.0 + seconds), heard, seconds, 40)
+            assert (result.final, result.reason) == (None, "junk_word"), (junk, seconds)
+
+
+def test_a_short_answer_a_term_or_a_word_whisper_hears_as_speech_is_kept() -> None:
+    assert judge(CONFIG, first("Yes."), Hyp("Yes."), 2, 40).reason == "second"
+    assert judge(CONFIG, first("Ten"), Hyp(""), 0.5, 40).final is not None  # an answer, too short to read
+    vocabulary = FinalVocabulary(scorer=None, finder=TermFinder(["Pio"]))
+    assert judge(CONFIG, first("Pio"), Hyp(""), 0.5, 40, vocabulary).final is not None
+    kept = judge(CONFIG, first("A"), Hyp("A cup of tea."), 2, 40)
+    assert kept.reason != "junk_word"  # Whisper hears speech: the usual guards decide
