@@ -147,7 +147,8 @@ class BeamStreams:
         consumed = state.decoded_frames - lag
         if item.is_last or (tokens and self._utterance_ends(tokens, consumed)):
             final = self._final(tokens, delay_frames, state.decoded_frames)
-            finals = (final,) if final is not None else ()
+            if final is not None:
+                finals.append(final)
             if item.is_last:
                 self.drop(item.stream_id)
             else:
