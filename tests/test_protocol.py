@@ -425,6 +425,7 @@ async def test_metrics_count_sessions_and_finals(server: LiveServer) -> None:
     after = httpx.get(server.base_url + "/metrics").text
     assert "captions_finals_persisted_total 1.0" in after
     assert "captions_engine_ready 1.0" in after
+    assert 'captions_engine_decoding_ms_per_audio_second{decoding="greedy"} 1.5' in after  # the engine's cost
 
 
 async def speak_and_drop(server: LiveServer, api: httpx.Client, meeting_id: int) -> dict[str, Any]:

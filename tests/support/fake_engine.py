@@ -143,6 +143,7 @@ class FakeEngine:
             max_lag_s=0.0,
             steps_total=self.pushed,
             registered_vocabularies=len(self.live_handles),
+            decoding_ms_per_audio_s=(("greedy", 1.5),),
         )
 
 
