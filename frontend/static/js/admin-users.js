@@ -35,6 +35,7 @@ function createForm() {
   const password = h("input", { id: "user-password", type: "password", autocomplete: "new-password", minlength: MIN_PASSWORD_CHARS });
   const passwordField = h("div", { class: "field", hidden: true }, h("label", { for: "user-password" }, `Initial password (at least ${MIN_PASSWORD_CHARS} characters)`), password);
   const error = h("p", { class: "form-error", role: "alert", id: "user-create-error" });
+  const created = h("p", { class: "ack ok", role: "status", id: "user-created" });
   const submit = h("button", { type: "submit", class: "primary" }, "Create user");
   for (const radio of [viaInvite, viaPassword]) {
     radio.addEventListener("change", () => {
@@ -58,6 +59,7 @@ function createForm() {
     passwordField,
     error,
     h("div", {}, submit),
+    created,
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -82,8 +84,11 @@ function createForm() {
     await busy(submit, async () => {
       try {
         const answer = await api("POST", "/api/users", body);
-        notify(answer.invite ? `Created ${answer.user.username}. Copy the invite link now.` : `Created ${answer.user.username}.`);
         await renderUsers(answer.invite ? answer : null);
+        // said under the form (the form is drawn anew), not in a toast: one sat over the Users table's header
+        byId("user-created").textContent = answer.invite
+          ? `Created ${answer.user.username}. Copy the invite link now.`
+          : `Created ${answer.user.username}.`;
       } catch (err) {
         const bad = err.errors && err.errors[0] ? err.errors[0].field : null;
         error.textContent = err.message;

@@ -227,8 +227,10 @@ async function start() {
     if (event.detail.error) showError(event.detail.text);
     else page.view.addNotice(event.detail.text);
   });
+  const focusWasHere = [startButton, document.body, null].includes(document.activeElement);
   startButton.hidden = true;
   byId("stop").hidden = false;
+  if (focusWasHere) byId("stop").focus(); // the button that replaced the one pressed, not <body>
   client.connect();
 }
 
@@ -287,7 +289,9 @@ async function finish(detail) {
   startButton.hidden = false;
   startButton.disabled = false;
   startButton.textContent = "Start again";
+  const focusWasHere = [byId("stop"), document.body, null].includes(document.activeElement);
   byId("stop").hidden = true;
+  if (focusWasHere) startButton.focus();
 }
 
 async function stop() {

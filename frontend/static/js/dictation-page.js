@@ -313,8 +313,10 @@ async function start() {
     byId("lag").dataset.level = event.detail.lag_s < 1.5 ? "ok" : event.detail.lag_s < 4 ? "warn" : "bad";
   });
   client.addEventListener("notice", (event) => event.detail.error && showError(event.detail.text));
+  const focusWasHere = [byId("start"), document.body, null].includes(document.activeElement);
   byId("start").hidden = true;
   byId("stop").hidden = false;
+  if (focusWasHere) byId("stop").focus(); // the button that replaced the one pressed, not <body>
   client.connect();
 }
 
@@ -340,9 +342,11 @@ async function finish(detail) {
   setLevel(0);
   byId("lag").hidden = true;
   byId("hearing").textContent = "";
+  const focusWasHere = [byId("stop"), document.body, null].includes(document.activeElement);
   byId("start").hidden = false;
   byId("start").disabled = false;
   byId("stop").hidden = true;
+  if (focusWasHere) byId("start").focus();
   if (/^Dictating\.|is active now/.test(byId("ack").textContent)) setAck("", "Not dictating.");
   await endDictation();
 }

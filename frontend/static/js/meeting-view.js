@@ -48,6 +48,7 @@ async function main() {
   applyStoredDisplay();
   page.link = linkToken();
   if (page.link) {
+    document.querySelector(".topnav").hidden = true; // a guest: Meetings and Admin only lead to a login
     await openLink();
     return;
   }
@@ -81,7 +82,10 @@ async function openLink() {
   }
   setup();
   byId("guest-note").hidden = false;
-  if (await me().catch(() => null)) byId("guest-note").hidden = true;
+  if (await me().catch(() => null)) {
+    byId("guest-note").hidden = true;
+    document.querySelector(".topnav").hidden = false; // a member following a link: their pages
+  }
   connect();
 }
 
