@@ -64,6 +64,7 @@ class Row:
     cuda_graphs: str = "auto"
     final_pass: str = "off"
     finals: int = 0
+    cpu_ms_per_audio_s: float | None = None  # decode-thread CPU time of the first pass per audio second
 
     @property
     def biased(self) -> bool:
@@ -206,10 +207,14 @@ async def run_config(
         _synchronize(device)
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
+    cost = engine._loaded_decoder().decoding_cost
+    before = cost.totals()[decoding]
     started = time.perf_counter()
     done = await asyncio.gather(*(one(i) for i in range(streams)))
     _synchronize(device)
     wall_s = time.perf_counter() - started
+    after = cost.totals()[decoding]
+    cpu_ms = 1000.0 * (after[1] - before[1]) / max(after[2] - before[2], 1e-9)
     per_stream_mb = (torch.cuda.max_memory_allocated() - base) / 2**20 / streams if cuda else None
     return Row(
         streams,
@@ -223,6 +228,7 @@ async def run_config(
         cuda_graphs,
         engine.config.final_pass,
         sum(f for _, _, f in done),
+        cpu_ms,
     )
 
 
@@ -247,6 +253,33 @@ def print_final_pass_table(rows: list[Row]) -> None:
             f"| {row.streams} | {row.chunk_s} | {row.decoding} | {row.bias} | {row.finals} | {base.rtfx:.1f} "
             f"| {row.rtfx:.1f} | {row.rtfx / base.rtfx:.2f} | {cost_ms:.1f} |"
         )
+
+
+def print_cpu_table(by_key: dict[tuple[int, float, str, str], Row], modes: list[str]) -> None:
+    """The decode thread's CPU time per audio second (first pass: encoder and decoding) and its ratios; on a
+    shared machine other processes stretch wall time (RTFx) but hardly CPU time."""
+    print()
+    header = (
+        "| streams | chunk s | decoding | CPU ms/audio s no bias | "
+        + "".join(f"{m} | {m}/no-bias | " for m in modes)
+        + "beam/greedy CPU |"
+    )
+    print(header)
+    print("|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|")
+    for (streams, chunk_s, decoding, bias), row in sorted(by_key.items()):
+        if bias != "none" or row.cpu_ms_per_audio_s is None:
+            continue
+        cells = [str(streams), str(chunk_s), decoding, f"{row.cpu_ms_per_audio_s:.2f}"]
+        for mode in modes:
+            other = by_key.get((streams, chunk_s, decoding, mode))
+            cpu = other.cpu_ms_per_audio_s if other else None
+            cells.append(f"{cpu:.2f}" if cpu is not None else "-")
+            cells.append(f"{cpu / row.cpu_ms_per_audio_s:.3f}" if cpu is not None else "-")
+        greedy = by_key.get((streams, chunk_s, "greedy", "none"))
+        greedy_cpu = greedy.cpu_ms_per_audio_s if greedy else None
+        ratio = decoding == "beam" and greedy_cpu
+        cells.append(f"{row.cpu_ms_per_audio_s / greedy_cpu:.2f}x" if ratio and greedy_cpu else "-")
+        print("| " + " | ".join(cells) + " |")
 
 
 def print_table(rows: list[Row]) -> None:
@@ -278,6 +311,7 @@ def print_table(rows: list[Row]) -> None:
         ]
         cells.append(f"{max(memory):.1f}" if memory else "-")
         print("| " + " | ".join(cells) + " |")
+    print_cpu_table(by_key, modes)
     print()
     for decoding in sorted({r.decoding for r in rows}):
         for chunk_s in sorted({r.chunk_s for r in rows}):
