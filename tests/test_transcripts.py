@@ -251,3 +251,15 @@ def test_my_dictations_are_titled_by_their_first_words_and_a_dictation_left_live
     assert by_id[named]["status"] == "scheduled"  # never started: not "left live"
     assert admin.get("/api/transcripts", params={"kind": "meeting"}).json()["transcripts"] == []
     assert admin.get("/api/transcripts", params={"kind": "x"}).status_code == 422
+
+
+def test_a_user_names_themself_once_and_captions_use_it(admin: TestClient, settings: Settings) -> None:
+    meeting_id, _admin_id, _member_id = _meeting(admin, settings)
+    assert admin.get("/api/auth/me").json()["user"]["display_name"] is None  # the page will ask
+    named = admin.patch("/api/auth/me", json={"display_name": "  Dr   Grey "})
+    assert named.status_code == 200 and named.json()["user"]["display_name"] == "Dr Grey"
+    assert admin.get("/api/auth/me").json()["user"]["display_name"] == "Dr Grey"
+    text = admin.get(f"/api/meetings/{meeting_id}/captions?format=text").text
+    assert text.splitlines()[0] == "[00:00:10] Dr Grey: alpha one"
+    assert admin.patch("/api/auth/me", json={"display_name": ""}).status_code == 422
+    assert admin.patch("/api/auth/me", json={"display_name": "x\u200by"}).status_code == 422

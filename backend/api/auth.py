@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from backend.api.deps import TOKEN_SCOPES, path_int, require_user, services
 from backend.api.errors import ApiError, field, json_body, not_found
+from backend.api.meeting_view import clean_display_name
 from backend.db.models import ApiToken, User, utcnow
 from backend.db.session import as_utc
 from backend.http_limits import LOGIN_ROUTE, login_locked
@@ -117,7 +118,32 @@ async def me(request: Request) -> JSONResponse:
     responses: {200: {description: "{user, csrf_token}"}, 401: {description: not logged in}}
     """
     principal = await require_user(request)
-    return JSONResponse({"user": principal.as_dict(), "csrf_token": principal.csrf_token})
+    async with services(request).db.session() as db:
+        user = await db.get(User, principal.user_id)
+        display_name = user.display_name if user is not None else None
+    user_data = principal.as_dict() | {"display_name": display_name}
+    return JSONResponse({"user": user_data, "csrf_token": principal.csrf_token})
+
+
+async def set_my_name(request: Request) -> JSONResponse:
+    """Set the caller's own display name: how captions, the meeting view and the exports label them where
+    no meeting-specific name is set (the captions page asks for it the first time they speak).
+    ---
+    tags: [auth]
+    requestBody: {content: {application/json: {schema: {type: object, required: [display_name],
+      properties: {display_name: {type: string, maxLength: 100}}}}}}
+    responses: {200: {description: "{user}"}, 422: {description: "display_name invalid (errors: [{field}])"}}
+    """
+    principal = await require_user(request)
+    body = await json_body(request)
+    name = clean_display_name(field(body, "display_name", str))
+    async with services(request).db.session() as db:
+        user = await db.get(User, principal.user_id)
+        if user is None:
+            raise not_found("user")
+        user.display_name = name
+    log.info("display_name_set", user_id=principal.user_id)
+    return JSONResponse({"user": principal.as_dict() | {"display_name": name}})
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -254,6 +280,7 @@ routes = [
     Route("/api/auth/login", login, methods=["POST"]),
     Route("/api/auth/logout", logout, methods=["POST"]),
     Route("/api/auth/me", me, methods=["GET"]),
+    Route("/api/auth/me", set_my_name, methods=["PATCH"]),
     Route("/api/tokens", list_tokens, methods=["GET"]),
     Route("/api/tokens", create_token, methods=["POST"]),
     Route("/api/tokens/{token_id:int}", revoke_token, methods=["DELETE"]),

@@ -49,6 +49,14 @@ def test_focus_follows_start_and_stop_and_a_guest_on_a_phone(
     assert last_line is not None
     assert partial["y"] - (last_line["y"] + last_line["height"]) < 120, (last_line, partial)
 
+    # asked once for a name, since the admin never set one; the exports use it
+    page.wait_for_selector("#name-ask:not([hidden])")
+    page.fill("#name-ask-input", "Dr Grey")
+    page.click("#name-ask button[type=submit]")
+    page.wait_for_selector("#name-ask", state="hidden")
+    assert "Dr Grey: " in rest.get(f"/api/meetings/{meeting['id']}/captions?format=text").text
+
+    page.focus("#stop")
     page.keyboard.press("Space")
     page.wait_for_selector("#start:not([hidden])")
     page.wait_for_function(f"{ACTIVE_ID} === 'start'")

@@ -1,6 +1,6 @@
 // Captions page (/?meeting=ID): join, capture the microphone, stream, show and export captions.
 
-import { api, describeError } from "./api.js";
+import { api, describeError, me } from "./api.js";
 import {
   MicrophoneCapture,
   captureUnavailableReason,
@@ -11,7 +11,7 @@ import {
 import { CaptionView } from "./caption-view.js";
 import { CaptionsClient, chunkSamplesFor } from "./captions-client.js";
 import { applyStoredDisplay, bindDisplayControls, bindWrittenNumbers, MEETING_WRITTEN } from "./display-prefs.js";
-import { byId, downloadText, h } from "./dom.js";
+import { byId, downloadText, h, prefs } from "./dom.js";
 import { FORMATS, exportFilename } from "./export.js";
 import { requireUser } from "./login.js";
 import { bindReadAloud, speakLine } from "./read-aloud.js";
@@ -28,6 +28,7 @@ const STATE_TEXT = {
 };
 
 const page = {
+  user: null,
   meeting: null,
   client: null,
   capture: null,
@@ -57,7 +58,7 @@ async function main() {
     return;
   }
   const meetingId = new URLSearchParams(location.search).get("meeting");
-  await requireUser(
+  page.user = await requireUser(
     byId("login"),
     meetingId
       ? "Log in to caption or follow this meeting. No account? You can follow it only through a view-only link from its organiser."
@@ -232,6 +233,39 @@ async function start() {
   byId("stop").hidden = false;
   if (focusWasHere) byId("stop").focus(); // the button that replaced the one pressed, not <body>
   client.connect();
+  askForName();
+}
+
+/**
+ * The first time someone without a display name speaks, ask how captions should name them (else their
+ * username, "admin", labels their lines in the meeting view and the exports). Asked once per browser.
+ */
+async function askForName() {
+  if (page.user && page.user.display_name === undefined) page.user = (await me().catch(() => null)) || page.user;
+  const user = page.user;
+  if (!user || user.display_name || prefs.get(`nameAsked.${user.id}`)) return;
+  const form = byId("name-ask");
+  const input = byId("name-ask-input");
+  const status = byId("name-ask-status");
+  input.value = "";
+  form.hidden = false;
+  const done = (text) => {
+    prefs.set(`nameAsked.${user.id}`, "1");
+    form.hidden = true;
+    if (text) page.view.addNotice(text);
+  };
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    status.textContent = "";
+    try {
+      const body = await api("PATCH", "/api/auth/me", { display_name: input.value });
+      page.user = { ...user, display_name: body.user.display_name };
+      done(`Your captions are labelled “${body.user.display_name}”.`);
+    } catch (err) {
+      status.textContent = describeError(err);
+    }
+  };
+  byId("name-ask-skip").onclick = () => done("");
 }
 
 function onState(detail) {
