@@ -11,6 +11,7 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -18,7 +19,16 @@ import pytest
 from sqlalchemy import update
 
 from backend.db.migrate import upgrade
-from backend.db.models import CaptionSegment, Meeting, MeetingKind, MeetingStatus, StreamSession, User, utcnow
+from backend.db.models import (
+    CaptionSegment,
+    Meeting,
+    MeetingKind,
+    MeetingStatus,
+    StreamSession,
+    User,
+    ViewerLink,
+    utcnow,
+)
 from backend.db.session import Database
 from backend.feed_bus import MAX_PAYLOAD_BYTES, PayloadTooLarge, PostgresBus, encode
 from backend.meeting_feed import MeetingFeed, Partial, Viewer
@@ -195,3 +205,25 @@ async def lose_connections(url: str) -> None:
             await admin.close()
         await asyncio.sleep(0.3)
         assert r.viewer.queued == 0  # nothing twice
+
+
+def test_a_view_opened_by_a_link_closes_when_the_link_expires_without_polling(database: str) -> None:
+    in_thread(lambda: expire_link(database))
+
+
+async def expire_link(url: str) -> None:
+    async with replicas(url) as r:
+        async with r.db.session() as s:
+            link = ViewerLink(
+                meeting_id=r.speaker.meeting_id,
+                label="Hall",
+                token_hash="0" * 64,
+                expires_at=utcnow() + timedelta(seconds=0.5),
+            )
+            s.add(link)
+        viewer, _channel = await r.b.subscribe(r.speaker.meeting_id, link_id=link.id)
+        try:
+            assert await received(viewer, 1, timeout_s=3) == [("refused", "link_expired")]
+            assert r.viewer.queued == 0  # the ticket's viewer stays
+        finally:
+            r.b.unsubscribe(viewer)
