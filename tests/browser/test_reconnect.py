@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -33,11 +34,18 @@ def test_page_resumes_after_server_restart(page: object, tmp_path: Path) -> None
     finally:
         first.stop()  # drains like SIGTERM: `reconnect`, the last finals, close 1012
     page.wait_for_selector("#connection[data-state=reconnecting]")
+    assert "Keep talking" in page.inner_text("#connection-banner")  # a banner says what to do (issue 39)
+    page.wait_for_function("/s of audio held/.test(document.querySelector('#connection-detail').textContent)")
     screenshot(page, "captions-reconnecting")
     before = page_lines(page)
+    page.wait_for_timeout(3500)  # the backoff has grown to a 3-5 s wait
 
     with LiveServer(settings, LoudnessEngine(), migrate=False) as second:
+        back = time.monotonic()
         page.wait_for_selector("#connection[data-state=live]", timeout=30_000)
+        waited_s = time.monotonic() - back
+        assert waited_s < 2.5, f"live {waited_s:.1f} s after the server was back"  # not when the timer said
+        assert page.locator("#connection-banner").is_hidden()
         count_lines(page, len(before) + 2)
         assert page.locator("#caption-log .notice", has_text="Reconnected").count() == 1
         notice = page.locator("#caption-log .notice", has_text="Connection lost")

@@ -20,6 +20,8 @@ const MAX_BUFFERED_BYTES = 1 << 20; // beyond this the network is stalled: drop 
 // server's stored captions end and the client sends its audio again from there, together with what it
 // captured while disconnected (the server accepts up to 30 s of it at once). Older audio is not captioned.
 const RESEND_S = 30;
+export const MAX_HELD_S = RESEND_S;
+const PROBE_MS = 1000; // how often a disconnected page asks /readyz whether the server is back
 
 const TRANSITIONS = {
   idle: ["connecting", "stopped"],
@@ -85,6 +87,7 @@ export class CaptionsClient extends EventTarget {
     this.lastEndS = 0; // where the finals received so far end, session clock
     this.lostAt = null; // when the connection was lost (ms since epoch), until the next `ready`
     this.ready = null;
+    this.probing = false; // a readiness probe loop runs while reconnecting
   }
 
   setState(next, detail = {}) {
@@ -270,6 +273,41 @@ export class CaptionsClient extends EventTarget {
       this.retryTimer = null;
       if (this.state === "reconnecting") this.connect();
     }, delayMs);
+    if (!busy) this.watchForServer();
+  }
+
+  /**
+   * While waiting to reconnect, ask the server's readiness probe about once a second (and listen for the
+   * browser going back online): as soon as it answers, reconnect then rather than when the backoff timer
+   * says (which by then may be seconds away). Not after "busy": the server asked us to wait.
+   */
+  watchForServer() {
+    if (this.probing || typeof fetch !== "function") return;
+    this.probing = true;
+    const url = new URL("/readyz", this.wsUrl.replace(/^ws/, "http")).href;
+    const online = () => this.retryNow();
+    addEventListener("online", online);
+    const probe = async () => {
+      if (this.state !== "reconnecting" || this.retryTimer === null) {
+        this.probing = false;
+        removeEventListener("online", online);
+        return;
+      }
+      let up = false;
+      try {
+        up = (await fetch(url, { cache: "no-store", credentials: "omit" })).ok;
+      } catch {
+        up = false; // still down
+      }
+      if (up && this.state === "reconnecting" && this.retryTimer !== null) this.retryNow();
+      setTimeout(probe, PROBE_MS * (0.75 + 0.5 * Math.random())); // jittered: many pages do not knock at once
+    };
+    setTimeout(probe, PROBE_MS);
+  }
+
+  /** Seconds of captured audio the page holds that the server has not had yet (at most RESEND_S). */
+  heldSeconds() {
+    return seconds(this.ring.end - this.ring.cursor);
   }
 
   /** Skip the rest of the backoff wait. */

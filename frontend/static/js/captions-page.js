@@ -9,7 +9,7 @@ import {
   showLevel,
 } from "./audio-capture.js";
 import { CaptionView } from "./caption-view.js";
-import { CaptionsClient, chunkSamplesFor } from "./captions-client.js";
+import { CaptionsClient, MAX_HELD_S, chunkSamplesFor } from "./captions-client.js";
 import { applyStoredDisplay, bindDisplayControls, bindWrittenNumbers, MEETING_WRITTEN } from "./display-prefs.js";
 import { byId, downloadText, h, prefs } from "./dom.js";
 import { FORMATS, exportFilename } from "./export.js";
@@ -225,6 +225,7 @@ async function start() {
   client.addEventListener("gap", (event) => noticeAfterReplay(gapText(event.detail)));
   client.addEventListener("lag", (event) => showLag(event.detail.lag_s));
   client.addEventListener("notice", (event) => {
+    if (event.detail.code === "busy") showBanner(BUSY_TEXT);
     if (event.detail.error) showError(event.detail.text);
     else page.view.addNotice(event.detail.text);
   });
@@ -268,13 +269,30 @@ async function askForName() {
   byId("name-ask-skip").onclick = () => done("");
 }
 
+const LOST_TEXT =
+  "Connection lost. Keep talking: this page holds the last 30 s of your audio and captions it as soon as " +
+  "the server is back (it reconnects by itself; “Reconnect now” tries at once).";
+const BUSY_TEXT =
+  "The server is busy right now. Keep this page open: it retries by itself and catches up on what you say.";
+
+/** A speaker's banner for a lost connection or an overloaded server: what is happening and what to do. */
+function showBanner(text) {
+  const banner = byId("connection-banner");
+  if (banner.textContent !== text) banner.textContent = text;
+  banner.hidden = !text;
+}
+
 function onState(detail) {
   clearInterval(page.countdown);
+  if (detail.state === "reconnecting") showBanner(byId("connection-banner").textContent === BUSY_TEXT ? BUSY_TEXT : LOST_TEXT);
+  else if (detail.state !== "connecting") showBanner("");
   byId("retry").hidden = detail.state !== "reconnecting";
   if (detail.state === "reconnecting") {
     const tick = () => {
       const seconds = Math.max(0, Math.ceil((detail.retryAt - Date.now()) / 1000));
-      setConnection("reconnecting", "Reconnecting…", `in ${seconds} s · attempt ${detail.attempt}`);
+      const held = page.client ? Math.round(page.client.heldSeconds()) : 0;
+      const holding = held ? ` · ${held} s of audio held (up to ${MAX_HELD_S} s)` : "";
+      setConnection("reconnecting", "Reconnecting…", `in ${seconds} s · attempt ${detail.attempt}${holding}`);
     };
     tick();
     page.countdown = setInterval(tick, 500);
