@@ -93,7 +93,9 @@ class StreamDecoder:
             # a cache-aware pipeline's slots (encoder caches) serve its beam streams too: beam streams never
             # enter its NeMo step, only its bufferer and cache slots (ChunkPipeline.encode)
             if self.cache_aware:
-                self._pipelines[(chunk_s, "beam")] = self._pipelines[(chunk_s, "greedy")]
+                greedy = self._pipelines[(chunk_s, "greedy")]
+                if not greedy.pipeline.prompt_enabled:  # a language prompt goes with NeMo's step only
+                    self._pipelines[(chunk_s, "beam")] = greedy
             else:
                 self._pipelines[(chunk_s, "beam")] = build_buffered_pipeline(config, self.wrapper, chunk_s)
         self.decoding_cost = DecodingCost(self.decodings)
