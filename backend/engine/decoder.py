@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from backend.engine.beam_streams import BeamStreams
+from backend.engine.final_guards import capitalized, collapse_stutter
 from backend.engine.final_pass import FinalPass, FinalPassConfig, RefineJob
 from backend.engine.nemo_pipelines import (
     ChunkPipeline,
@@ -253,6 +254,10 @@ def _convert(result: Any) -> StepOutput:
             for segment in (result.final_segments or [])
             if segment.text.strip()
         )
+        kept = collapse_stutter(words)  # the model's one-frame loop: "every every every everyone"
+        if kept and len(kept) != len(words):
+            joined = " ".join(w.text for w in kept)
+            words, text = kept, capitalized(joined) if text[:1].isupper() else joined
         start_s = words[0].start_s if words else 0.0
         end_s = words[-1].end_s if words else 0.0
         finals = (Final(text=text, start_s=start_s, end_s=end_s, words=words),)

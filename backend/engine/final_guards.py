@@ -29,8 +29,7 @@ class FinalPassConfig:
     no_speech_prob: float = 0.6
     no_speech_logprob: float = -1.0
     max_disagreement: float = 0.6
-    max_missing_words: int = 3  # or this share of the first pass's words, whichever is more:
-    max_missing_share: float = 0.15  # Whisper's reading with fewer words than that skipped some speech
+    max_skipped_words: int = 5  # a run of this many first-pass words Whisper has nothing for: it skipped
     max_words_per_s: float = 6.0
     max_compression: float = 2.4
     min_window_s: float = 1.0
@@ -129,9 +128,7 @@ def judge(
         if hyp.no_speech_prob >= config.no_speech_prob:  # the streaming pass's word in a pause ("The")
             return Refinement(None, "no_speech", text)
         return Refinement(final, "disagrees", text)
-    first_words = len(final.text.split())
-    missing = max(config.max_missing_words, config.max_missing_share * first_words)
-    if len(text.split()) < first_words - missing:  # Whisper skipped speech (a sentence of a long window)
+    if skipped_words(final.text, text) >= config.max_skipped_words:  # e.g. a sentence of a long window
         return Refinement(final, "dropped_words", text)
     if vocabulary is not None:
         found = set(vocabulary.finder.find(final.text))
@@ -207,6 +204,22 @@ def disagreement(reference: str, hypothesis: str) -> float:
     return edit_distance(ref, hyp) / len(ref)
 
 
+def skipped_words(first: str, second: str) -> int:
+    """The longest run of ``first``'s words that ``second`` has nothing for (a deletion in their word
+    alignment, less what a replacement puts in its place): Whisper skips a sentence of a long window, while
+    its corrections ("cold hardened" -> "cold-hearted") replace words one for one."""
+    import difflib
+
+    a = [w for word in words_of(first) for w in word.split("-")]
+    b = [w for word in words_of(second) for w in word.split("-")]
+    runs = [
+        (i2 - i1) - (j2 - j1)
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        if tag in ("delete", "replace")
+    ]
+    return max(runs, default=0)
+
+
 def repeats(text: str, times: int = 3) -> bool:
     """True when some word n-gram (n = 1..4) occurs ``times`` times back to back (Whisper's loops)."""
     words = words_of(text)
@@ -279,3 +292,37 @@ def _fill_times(
         out.extend((left + k * step, left + (k + 1) * step) for k in range(j - i))
         i = j
     return out
+
+
+STUTTER_WORD_S = 0.12
+"""A word this short (1.5 encoder frames) repeated on consecutive frames is the streaming model's loop, not
+speech: "every every every every every everyone" on a synthetic "Good morning everyone" (issue 39)."""
+
+
+def collapse_stutter(words: tuple[Word, ...]) -> tuple[Word, ...]:
+    """``words`` without the streaming model's stutter: a run of two or more identical one-frame words is
+    dropped when the next word starts with it ("every every everyone" -> "everyone"), and kept once when
+    three or more stand alone. Words said at a speaking pace (longer than ``STUTTER_WORD_S``) are kept."""
+    out: list[Word] = []
+    i = 0
+    while i < len(words):
+        bare = _bare(words[i].text)
+        j = i
+        while (
+            j < len(words)
+            and _bare(words[j].text) == bare
+            and words[j].end_s - words[j].start_s <= STUTTER_WORD_S
+            and (j == i or words[j].start_s - words[j - 1].end_s <= STUTTER_WORD_S)
+        ):
+            j += 1
+        run = j - i
+        following = _bare(words[j].text) if j < len(words) else ""
+        if bare and run >= 2 and following.startswith(bare) and following != bare:
+            i = j  # the loop ran ahead of the word it became
+        elif bare and run >= 3:
+            out.append(words[j - 1])
+            i = j
+        else:
+            out.append(words[i])
+            i += 1
+    return tuple(out)

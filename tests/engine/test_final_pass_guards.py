@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from backend.engine.final_guards import (
     FinalPassConfig,
     FinalVocabulary,
+    collapse_stutter,
     compression_ratio,
     disagreement,
     judge,
@@ -310,3 +311,24 @@ def test_a_short_answer_a_term_or_a_word_whisper_hears_as_speech_is_kept() -> No
     assert judge(CONFIG, first("Pio"), Hyp(""), 0.5, 40, vocabulary).final is not None
     kept = judge(CONFIG, first("A"), Hyp("A cup of tea."), 2, 40)
     assert kept.reason != "junk_word"  # Whisper hears speech: the usual guards decide
+
+
+def _timed(*spans: tuple[str, float, float]) -> tuple[Word, ...]:
+    return tuple(Word(text, start, end) for text, start, end in spans)
+
+
+def test_the_models_one_frame_loop_is_cut_and_words_said_at_a_pace_are_kept() -> None:
+    """issue 39: the bundled model wrote "Go more been every every every every every everyone." for espeak's
+    "Good morning everyone." (greedy, 1.12 s and 0.56 s): each "every" one 80 ms frame after the other."""
+    loop = _timed(
+        ("been", 0.96, 1.2),
+        *((("every", 1.2 + 0.08 * k, 1.28 + 0.08 * k)) for k in range(5)),
+        ("everyone.", 1.6, 1.92),
+    )
+    assert [w.text for w in collapse_stutter(loop)] == ["been", "everyone."]
+    alone = _timed(("the", 0.5, 0.58), ("the", 0.58, 0.66), ("the", 0.66, 0.74), ("end.", 0.74, 1.0))
+    assert [w.text for w in collapse_stutter(alone)] == ["the", "end."]
+    said = _timed(("no", 0.5, 0.8), ("no", 0.9, 1.2), ("no", 1.3, 1.6), ("nobody", 1.7, 2.1))
+    assert collapse_stutter(said) == said  # a person saying it: each word longer than a frame
+    two = _timed(("very", 0.5, 0.58), ("very", 0.58, 0.66), ("good", 0.7, 1.0))
+    assert collapse_stutter(two) == two  # two alone may be speech
