@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import pytest
 from sqlalchemy import select
 from starlette.testclient import TestClient
 
@@ -19,6 +20,8 @@ from backend.db.models import CaptionSegment
 from backend.db.session import Database
 from tests.support.server import ADMIN_PASSWORD
 from tests.test_meeting_view import MEMBER, _as, _member, _seed_two_speakers
+
+SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 def _stored_texts(settings: Settings, meeting_id: int) -> list[str]:
@@ -86,6 +89,7 @@ def test_a_correction_is_kept_beside_the_original_and_shown_everywhere(
     assert admin.put(f"/api/meetings/{other}/captions/{bravo['id']}", json={"text": "x"}).status_code == 404
 
 
+@SQLITE_ONLY  # the SQL here is plain; search and the corrections also run on PostgreSQL
 def test_only_the_organiser_or_an_admin_edits_participants_read(
     admin: TestClient, settings: Settings
 ) -> None:
@@ -101,6 +105,7 @@ def test_only_the_organiser_or_an_admin_edits_participants_read(
     assert admin.get(f"/api/meetings/{meeting_id}/captions/{line_id}/history").json()["edits"] == []
 
 
+@SQLITE_ONLY  # the SQL here is plain; search and the corrections also run on PostgreSQL
 def test_speakers_are_renamed_and_merged_for_the_whole_meeting(admin: TestClient, settings: Settings) -> None:
     meeting_id, admin_id, member_id = _meeting(admin, settings)
     renamed = admin.put(
@@ -200,6 +205,7 @@ def test_the_server_export_is_named_like_the_pages_export() -> None:
     assert export_filename("!!!", "text", day) == "captions-2026-12-02.txt"
 
 
+@SQLITE_ONLY  # the SQL here is plain; search and the corrections also run on PostgreSQL
 def test_my_dictations_are_titled_by_their_first_words_and_a_dictation_left_live_ends(
     admin: TestClient, settings: Settings
 ) -> None:
@@ -253,6 +259,7 @@ def test_my_dictations_are_titled_by_their_first_words_and_a_dictation_left_live
     assert admin.get("/api/transcripts", params={"kind": "x"}).status_code == 422
 
 
+@SQLITE_ONLY  # the SQL here is plain; search and the corrections also run on PostgreSQL
 def test_a_user_names_themself_once_and_captions_use_it(admin: TestClient, settings: Settings) -> None:
     meeting_id, _admin_id, _member_id = _meeting(admin, settings)
     assert admin.get("/api/auth/me").json()["user"]["display_name"] is None  # the page will ask

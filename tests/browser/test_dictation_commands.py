@@ -21,11 +21,7 @@ from tests.support.server import LiveServer, login, make_settings
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "dictation_commands_cases.json"
-SAID = (
-    "Patient stable full stop no fever",
-    "Rest for a week.",
-    "Scratch that. New paragraph. Plan comma review",
-)
+SAID = ("Patient stable full stop no fever", "Rest for a week scratch that new paragraph plan comma review")
 NOTE = "Patient stable. No fever\n\nPlan, review"
 
 
