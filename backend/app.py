@@ -32,6 +32,8 @@ from backend.db.session import Database
 from backend.dictations import SWEEP_S, sweep_idle_dictations
 from backend.engine.contract import CaptionEngine
 from backend.http_limits import BodyCaps, BodyLimit, ClientRateLimit, LoginGate, RequestConcurrency
+from backend.ladder import Rung, run_ladder
+from backend.live import LiveSession
 from backend.logs import configure_logging, get_logger
 from backend.security import DeviceCodec, LoginRateLimiter, SessionCodec
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
@@ -105,6 +107,7 @@ async def metrics(request: Request) -> Response:
     for outcome, count in stats.final_pass_outcomes:
         m.final_pass_finals.labels(outcome=outcome).set(count)
     m.final_pass_ms.set(stats.final_pass_last_ms)
+    m.final_pass_backlog.set(stats.final_pass_backlog)
     for decoding, ms in stats.decoding_ms_per_audio_s:
         m.decoding_ms_per_audio_s.labels(decoding=decoding).set(ms)
     return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
@@ -146,6 +149,24 @@ async def _start_engine(engine: CaptionEngine) -> None:
     log.info("engine_ready")
 
 
+async def watch_load(svc: Services) -> None:
+    """The degradation ladder on this replica: the engine's second pass, the gauge, the speakers' pages."""
+
+    def changed(rung: Rung) -> None:
+        svc.engine.second_pass_enabled = rung < Rung.SECOND_PASS_OFF
+        svc.metrics.load_rung.set(int(rung))
+        svc.metrics.load_rung_changes.labels(rung=rung.label).inc()
+        log.warning("load_rung", rung=int(rung), state=rung.label, sessions=len(svc.hub.sessions))
+        for session in list(svc.hub.sessions.values()):
+            session.tell_load(svc.ladder.snapshot())
+
+    def shed(session: LiveSession) -> None:
+        log.warning("session_shed", session_id=session.session_id, sessions=len(svc.hub.sessions))
+        session.shed()
+
+    await run_ladder(svc.ladder, lambda: list(svc.hub.sessions.values()), changed, shed)
+
+
 def create_app(settings: Settings | None = None, engine: CaptionEngine | None = None) -> Starlette:
     """The application. ``engine`` defaults to the real NeMo engine; tests may pass a double."""
     settings = settings or get_settings()
@@ -180,16 +201,18 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         dictation_sweep = asyncio.create_task(
             sweep_idle_dictations(db, services.hub, SWEEP_S), name="dictation-sweep"
         )
+        ladder = asyncio.create_task(watch_load(services), name="load-ladder")
         log.info("service_started", host=settings.host, port=settings.port, model=settings.model)
         try:
             yield
         finally:
             token_watch.cancel()
             dictation_sweep.cancel()
+            ladder.cancel()
             if not services.engine_startup.done():
                 services.engine_startup.cancel()
             await asyncio.gather(
-                services.engine_startup, token_watch, dictation_sweep, return_exceptions=True
+                services.engine_startup, token_watch, dictation_sweep, ladder, return_exceptions=True
             )
             if not app.state.services.hub.draining:
                 await app.state.services.hub.drain(settings.drain_timeout_s)

@@ -230,9 +230,26 @@ class Settings(BaseSettings):
         description="Audio a resuming client may send again at once (from the end of the last stored final, "
         "plus what it captured while disconnected), s; older audio is not asked for.",
     )
-    lag_drop_partials_s: float = Field(2.0, gt=0, description="Lag above which partials are dropped, s.")
-    lag_not_ready_s: float = Field(4.0, gt=0, description="Lag above which /readyz fails and 503s start, s.")
-    lag_busy_s: float = Field(8.0, gt=0, description="Lag at which a session is closed 1013, s.")
+    # The degradation ladder (backend/ladder.py): backlog beyond the chunk being decoded, in seconds, at
+    # which each rung is climbed, in this order.
+    ladder_second_pass_off_s: float = Field(
+        0.5, gt=0, description="Ladder rung 1: new finals keep the streaming pass's text, s of backlog."
+    )
+    ladder_greedy_s: float = Field(1.0, gt=0, description="Ladder rung 2: new sessions decode greedy, s.")
+    lag_drop_partials_s: float = Field(
+        2.0,
+        gt=0,
+        description="Ladder rung 3: a partial every other chunk (and a session this far behind gets "
+        "none), s.",
+    )
+    lag_not_ready_s: float = Field(4.0, gt=0, description="Ladder rung 4: /readyz fails and 503s start, s.")
+    lag_busy_s: float = Field(
+        8.0, gt=0, description="Ladder rung 5: the newest live session is closed 1013 (one at a time), s."
+    )
+    ladder_down_after_s: float = Field(
+        10.0, gt=0, description="Calm time (backlog under half a rung's level) before a rung is left, s."
+    )
+    ladder_shed_interval_s: float = Field(5.0, gt=0, description="Time between two sessions shed, s.")
     drain_timeout_s: float = Field(30.0, gt=0, description="Time given to live sessions on shutdown, s.")
     max_terms_per_vocabulary: int = Field(20000, ge=1, description="Terms in one vocabulary.")
     max_terms_per_session: int = Field(1000, ge=0, description="Extra terms a session may `configure`.")

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 from backend.db.models import Meeting, Term
 from backend.db.queries import meeting_with_terms
@@ -116,6 +116,7 @@ class LiveSession(Protocol):
     partials: int
     finals: int
     started_at: datetime
+    started_monotonic: float
     live: LiveMeeting | None
 
     @property
@@ -129,6 +130,15 @@ class LiveSession(Protocol):
     async def end(self, code: int, reason: str, error_code: str | None = None) -> None:
         """Flush, persist, tell ``error_code`` if given, close with ``code`` (drain, meeting end, an admin, a
         newer connection, a revoked API token)."""
+        ...
+
+    def shed(self) -> None:
+        """The degradation ladder's top rung: close this session busy (1013) after the chunk being decoded,
+        its finals flushed and persisted, the audio it still holds not decoded (its page resumes later)."""
+        ...
+
+    def tell_load(self, load: dict[str, Any]) -> None:
+        """Send the replica's load (``backend.ladder.LoadLadder.snapshot``) as a ``load`` message."""
         ...
 
     async def meeting_vocabulary_changed(self) -> None:

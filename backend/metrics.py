@@ -52,6 +52,18 @@ class Metrics:
         self.queue_wait_ms = Gauge(
             "captions_engine_queue_wait_ms", "Chunk wait before its step, ms", registry=r
         )
+        self.final_pass_backlog = Gauge(
+            "captions_final_pass_backlog", "Steps whose finals wait for the second pass", registry=r
+        )
+        self.load_rung = Gauge(
+            "captions_load_rung",
+            "Degradation ladder rung: 0 normal, 1 second pass off, 2 greedy for new sessions, 3 fewer "
+            "partials, 4 new sessions refused, 5 newest sessions shed",
+            registry=r,
+        )
+        self.load_rung_changes = Counter(
+            "captions_load_rung_changes", "Times the degradation ladder reached a rung", ["rung"], registry=r
+        )
         self.engine_ready = Gauge(
             "captions_engine_ready", "1 when the decoder is loaded and alive", registry=r
         )

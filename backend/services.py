@@ -14,6 +14,7 @@ from backend.config import Settings
 from backend.db.models import Role, User
 from backend.db.session import Database
 from backend.engine.contract import CaptionEngine
+from backend.ladder import LoadLadder, Rung
 from backend.live import LiveHub
 from backend.logs import get_logger
 from backend.metrics import Metrics
@@ -41,12 +42,18 @@ class Services:
     term_limits: TermLimits
     metrics: Metrics = field(default_factory=Metrics)
     hub: LiveHub = field(init=False)
+    ladder: LoadLadder = field(init=False)
     persist: PersistHealth = field(init=False)
     passwords: PasswordWorker = field(init=False)
     engine_startup: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         self.hub = LiveHub(self.db, self.engine, self.engine_started)
+        self.ladder = LoadLadder(
+            thresholds_s=ladder_thresholds(self.settings),
+            down_after_s=self.settings.ladder_down_after_s,
+            shed_interval_s=self.settings.ladder_shed_interval_s,
+        )
         self.persist = PersistHealth(
             not_ready_s=self.settings.persist_not_ready_s,
             probe_interval_s=self.settings.persist_probe_interval_s,
@@ -73,12 +80,27 @@ class Services:
             "engine": bool(self.engine.ready),
             "not_draining": not self.hub.draining,
             "capacity": self.hub.slots.total < self.settings.max_sessions,
-            "not_lagging": self.hub.max_overdue_s() < self.settings.lag_not_ready_s,
+            "not_lagging": self.ladder.rung < Rung.REFUSE_NEW,  # the degradation ladder (backend/ladder.py)
             "persisting": self.persist.healthy(),
         }
 
     def accepting_sessions(self) -> bool:
         return all(self.readiness().values())
+
+
+def ladder_thresholds(settings: Settings) -> tuple[float, ...]:
+    """The backlog at which each rung of the degradation ladder is climbed; a rung set higher than the one
+    above it is climbed with that one (the order of the rungs never changes)."""
+    levels = [
+        settings.ladder_second_pass_off_s,
+        settings.ladder_greedy_s,
+        settings.lag_drop_partials_s,
+        settings.lag_not_ready_s,
+        settings.lag_busy_s,
+    ]
+    for i in range(len(levels) - 2, -1, -1):
+        levels[i] = min(levels[i], levels[i + 1])
+    return tuple(levels)
 
 
 def secret_key(settings: Settings) -> str:

@@ -31,6 +31,7 @@ from backend.db.session import as_utc
 from backend.engine.contract import CaptionStream, VocabularyRef
 from backend.engine.errors import EngineError
 from backend.engine.types import StepResult, StreamOptions
+from backend.ladder import Rung
 from backend.live import LiveMeeting
 from backend.logs import get_logger
 from backend.persist import PersistFailed, with_retries
@@ -87,6 +88,9 @@ class CaptionSession:
         self._end_error: str | None = None
         self._done = asyncio.Event()
         self._log = log
+        self._shed = False  # the degradation ladder closes this session after the chunk being decoded
+        self._chunks_delivered = 0
+        self._tells: set[asyncio.Task[None]] = set()
 
     # ----- lifecycle -------------------------------------------------------------------------------
     def _to(self, state: SessionState) -> None:
@@ -145,6 +149,20 @@ class CaptionSession:
                 await asyncio.gather(reader, return_exceptions=True)
             await self._cleanup()
 
+    def shed(self) -> None:
+        """The degradation ladder's top rung (``backend.ladder``): close busy after the current chunk."""
+        if self.state is SessionState.STREAMING and not self._shed:
+            self._shed = True
+            self._queue.put_nowait(("busy", None))  # wakes a consumer waiting for audio
+
+    def tell_load(self, load: dict[str, Any]) -> None:
+        """Tell the client the replica's load (a ``load`` message), without waiting for the decoder."""
+        if self.state is not SessionState.STREAMING:
+            return
+        task = asyncio.create_task(self._send({"type": "load", **load}))
+        self._tells.add(task)
+        task.add_done_callback(self._tells.discard)
+
     async def end(self, code: int, reason: str, error_code: str | None = None) -> None:
         """Ask the session to finish (drain, meeting end, admin, a revoked API token): finals are flushed,
         the client is told ``error_code`` if given, then it closes."""
@@ -200,6 +218,7 @@ class CaptionSession:
                 "meeting": {"id": self.live.meeting_id, "title": self.live.title, "kind": self.live.kind},
                 "vocabulary_version": self.live.version,
                 "terms": sorted({e.shown for e in self.live.vocabulary.entries}),
+                "load": self.svc.ladder.snapshot(),
             }
         )
         for segment in replay:
@@ -207,6 +226,8 @@ class CaptionSession:
 
     def _options(self, handle: VocabularyRef | None) -> StreamOptions:
         decoding = self.live.decoding if self.live else self.svc.settings.default_decoding
+        if decoding == "beam" and self.svc.ladder.rung >= Rung.GREEDY_FOR_NEW:
+            decoding = "greedy"  # the ladder's second rung: new sessions decode greedy (backend.ladder)
         return StreamOptions(chunk_s=self.chunk_s, decoding=decoding, vocabulary=handle)
 
     async def _open_session(
@@ -278,7 +299,8 @@ class CaptionSession:
         """Receive frames; enforce frame size, audio rate, buffer bound and idle timeout; queue work."""
         settings = self.svc.settings
         first_audio: float | None = None
-        max_queued = max(2, int((settings.lag_busy_s + self.resend_s) / self.chunk_s) + 2)
+        # memory's bound on a session's queued audio; the ladder sheds the newest session well before
+        max_queued = max(2, int((2 * settings.lag_busy_s + self.resend_s) / self.chunk_s) + 2)
         try:
             while True:
                 try:
@@ -354,7 +376,7 @@ class CaptionSession:
                     if self._caught_up():
                         self._catching_up = False  # from now on any lag counts
                     await self._deliver(result)
-                    if self.overdue_s >= self.svc.settings.lag_busy_s:
+                    if self._shed:
                         await self._finish_and_close(1013, "overloaded", busy=True)
                         return
                 elif kind == "configure":
@@ -398,7 +420,9 @@ class CaptionSession:
         for final in result.finals:
             await self._commit(final)
         partial = result.partial
-        if partial != self.last_partial:
+        self._chunks_delivered += 1
+        fewer = self.svc.ladder.rung >= Rung.FEWER_PARTIALS and self._chunks_delivered % 2 == 1
+        if partial != self.last_partial and not fewer:  # the ladder's third rung: every other chunk
             self.last_partial = partial
             if self.lag_s < self.svc.settings.lag_drop_partials_s:
                 self.partials += 1

@@ -17,10 +17,10 @@ from backend.db.queries import meeting_with_terms
 
 
 async def list_live(request: Request) -> JSONResponse:
-    """Active streaming sessions on this replica.
+    """Active streaming sessions on this replica, and its load (the degradation ladder's rung).
     ---
     tags: [live]
-    responses: {200: {description: "{sessions: [...]}"}}
+    responses: {200: {description: "{sessions: [...], load: {rung, state, message}}"}}
     """
     await require_admin(request)
     hub = services(request).hub
@@ -39,7 +39,8 @@ async def list_live(request: Request) -> JSONResponse:
                     "started_at": s.started_at.isoformat(),
                 }
                 for s in hub.sessions.values()
-            ]
+            ],
+            "load": services(request).ladder.snapshot(),
         }
     )
 

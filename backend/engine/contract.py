@@ -39,6 +39,9 @@ class CaptionStream(Protocol):
 class CaptionEngine(Protocol):
     """Every live stream on one decoder."""
 
+    second_pass_enabled: bool
+    """False: new finals keep the streaming pass's text (the service's degradation ladder sets it)."""
+
     @property
     def ready(self) -> bool:
         """Started, warm and not failed: the service is ready only while this is true."""

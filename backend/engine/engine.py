@@ -199,6 +199,7 @@ class Engine:
             registered_vocabularies=len(self._registry),
             final_pass_outcomes=tuple(sorted(dict(final_pass.outcomes).items())) if final_pass else (),
             final_pass_last_ms=final_pass.last_ms if final_pass else 0.0,
+            final_pass_backlog=self._final_backlog,
             decoding_ms_per_audio_s=self._decoder.decoding_cost.ms_per_audio_s() if self._decoder else (),
         )
 
@@ -401,13 +402,13 @@ class Engine:
         self, waiting: list[tuple[_Request, StepItem]], indices: list[int], job: RefineJob
     ) -> None:
         """Resolve the streams of a step that committed finals once the second pass has read them, on its own
-        thread. Under load (``final_pass_max_backlog`` jobs already waiting) the first pass's finals stand.
+        thread. With ``second_pass_enabled`` off (the service's degradation ladder) the first pass's finals
+        stand.
         A failing second pass costs its refinement, never a final: the first pass's finals are sent."""
         final_pass = self._loaded_decoder().final_pass
         outputs = list(job.outputs)
         if final_pass is not None and self._final_executor is not None:
-            busy = self._final_backlog >= self.config.final_pass_max_backlog
-            skip = "skipped_load" if busy or not self.second_pass_enabled else None
+            skip = None if self.second_pass_enabled else "skipped_load"
             self._final_backlog += 1
             try:
                 outputs = await asyncio.get_running_loop().run_in_executor(

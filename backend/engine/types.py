@@ -67,8 +67,6 @@ class EngineConfig:
     utterance whose last label closes a sentence (``. ? !``) ends on this shorter pause (issue 37).
     ``stop_history_eou_ms``: trailing silence (blank frames) that ends an
     utterance. ``max_live_streams``: open streams beyond this raise ``EngineOverloaded``.
-    ``final_pass_max_backlog``: second-pass jobs (one per step with finals) allowed to wait on the second
-    pass's thread; a step's finals beyond it keep the first pass's text (the degradation ladder's first rung).
     ``beam_size``: beams per stream for ``decoding="beam"``. ``max_symbols_per_step``: labels the decoder
     may emit per encoder frame (NeMo's default 10). ``vocabulary_cache_dir``: compiled vocabulary graphs on
     disk (None: memory cache only). ``lm_path``: a token-level n-gram LM over the model's vocabulary (NeMo
@@ -115,7 +113,6 @@ class EngineConfig:
     max_utterance_s: float = 25.0
     sentence_pause_ms: int = 320
     max_live_streams: int = 256
-    final_pass_max_backlog: int = 3
     max_symbols_per_step: int = 10
     vocabulary_cache_dir: str | None = None
     leading_silence_dbfs: float | None = -45.0
@@ -159,8 +156,6 @@ class EngineConfig:
             raise ValueError("long_utterance_pause_ms and sentence_pause_ms must be >= 0")
         if self.max_live_streams < 1:
             raise ValueError("max_live_streams must be >= 1")
-        if self.final_pass_max_backlog < 0:
-            raise ValueError("final_pass_max_backlog must be >= 0")
         if self.max_symbols_per_step < 1:
             raise ValueError("max_symbols_per_step must be >= 1")
         if self.leading_silence_dbfs is not None and self.leading_silence_dbfs > 0:
@@ -241,7 +236,8 @@ class EngineStats:
     """A snapshot for /metrics. ``max_lag_s``: largest (audio received - audio decoded) over live streams.
     ``final_pass_outcomes``: finals the second pass handled so far, by outcome (``second``: its text was
     kept; otherwise the guard that kept the first pass's text, or ``no_speech``: dropped);
-    ``final_pass_last_ms``: the last step's second-pass time. ``decoding_ms_per_audio_s``: per decoding mode
+    ``final_pass_last_ms``: the last step's second-pass time; ``final_pass_backlog``: steps whose finals wait
+    for the second pass (its own thread). ``decoding_ms_per_audio_s``: per decoding mode
     (greedy, beam), decode-thread milliseconds per second of audio it decoded since start (its cost)."""
 
     ready: bool
@@ -255,4 +251,5 @@ class EngineStats:
     registered_vocabularies: int
     final_pass_outcomes: tuple[tuple[str, int], ...] = ()
     final_pass_last_ms: float = 0.0
+    final_pass_backlog: int = 0
     decoding_ms_per_audio_s: tuple[tuple[str, float], ...] = ()

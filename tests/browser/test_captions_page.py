@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.ladder import Rung
 from tests.browser.conftest import live_meeting, log_in, screenshot
 from tests.browser.speech_engine import SENTENCE
 
@@ -113,6 +114,15 @@ def test_session_ended_by_an_admin_is_not_reconnected(page: object, server: obje
     log_in(page, server.base_url, f"/?meeting={meeting['id']}")
     page.click("#start")
     page.wait_for_selector("#connection[data-state=live]")
+
+    # the replica's degradation ladder (issue 37), as if it had fallen behind and is now recovering: the
+    # speaker is told what is simplified while it is, and the banner goes when the ladder is back down
+    ladder = server.services.ladder
+    ladder.down_after_s = 0.5
+    ladder.rung = Rung.FEWER_PARTIALS
+    page.wait_for_function("document.querySelector('#load-banner').textContent.includes('simpler decoding')")
+    assert page.locator("#load-banner").is_visible()
+    page.wait_for_selector("#load-banner", state="hidden", timeout=10000)
 
     admin = page.context.new_page()
     admin.on("dialog", lambda dialog: dialog.accept())

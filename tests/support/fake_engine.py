@@ -103,6 +103,7 @@ class FakeEngine:
     gate: threading.Semaphore | None = None
     fail_next: bool = False
     ready: bool = False
+    second_pass_enabled: bool = True  # set by the ladder's first rung (there is no second pass to turn off)
     tokenizer: object = None
     pushed: int = 0
     live_handles: set[int] = field(default_factory=set)

@@ -19,8 +19,9 @@ export function startLive() {
 async function renderLive() {
   const panel = byId("tab-live");
   let sessions;
+  let load;
   try {
-    ({ sessions } = await api("GET", "/api/live"));
+    ({ sessions, load } = await api("GET", "/api/live"));
   } catch (err) {
     showError(err);
     return;
@@ -33,6 +34,7 @@ async function renderLive() {
       h("div", { class: "inline-form" }, h("h2", {}, "Live sessions"), h("span", { class: "spacer" }),
         h("span", { class: "hint" }, `Refreshed ${new Date().toLocaleTimeString()}`),
         h("button", { type: "button", onclick: () => renderLive() }, "Refresh")),
+      loadLine(load),
       h("div", { class: "table-scroll", tabindex: 0, role: "region", "aria-label": "Live sessions table" },
         h("table", { id: "live-table" },
           h("thead", {}, h("tr", {}, h("th", {}, "Meeting"), h("th", {}, "User"), h("th", { class: "num" }, "Chunk"),
@@ -41,6 +43,15 @@ async function renderLive() {
           h("tbody", {}, rows))),
     ),
   );
+}
+
+/** The replica's degradation ladder: what it has given up under load (backend/ladder.py). */
+function loadLine(load) {
+  const rung = Number(load?.rung) || 0;
+  const text = rung
+    ? `Load: rung ${rung} of 5 (${load.state.replaceAll("_", " ")}). ${load.message}`
+    : "Load: normal (every session gets the full decoding and the second pass).";
+  return h("p", { id: "load-state", class: rung ? "banner error" : "hint", role: "status" }, text);
 }
 
 function liveRow(session) {

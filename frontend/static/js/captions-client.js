@@ -441,6 +441,9 @@ const HANDLERS = {
   lag(message) {
     this.emit("lag", message);
   },
+  load(message) {
+    this.emit("load", message); // the replica's degradation ladder (issue 37): what it gives up under load
+  },
   reconnect(message) {
     this.emit("notice", { text: "The server is restarting; reconnecting…", code: "reconnect", reason: message.reason });
   },

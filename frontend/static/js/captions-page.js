@@ -213,7 +213,9 @@ async function start() {
   client.addEventListener("state", (event) => onState(event.detail));
   client.addEventListener("ready", (event) => {
     if (page.capture) page.capture.setChunkSamples(event.detail.chunk_samples);
+    showLoad(event.detail.load);
   });
+  client.addEventListener("load", (event) => showLoad(event.detail));
   client.addEventListener("partial", (event) => {
     flushNotice();
     page.view.setPartial(event.detail.text, event.detail.utterance);
@@ -274,6 +276,14 @@ const LOST_TEXT =
   "the server is back (it reconnects by itself; “Reconnect now” tries at once).";
 const BUSY_TEXT =
   "The server is busy right now. Keep this page open: it retries by itself and catches up on what you say.";
+
+/** The server's load (its degradation ladder): while it is simplifying captions, say what and why. */
+function showLoad(load) {
+  const banner = byId("load-banner");
+  const text = load && load.rung > 0 ? `${load.message} Your captions continue.` : "";
+  if (banner.textContent !== text) banner.textContent = text;
+  banner.hidden = !text;
+}
 
 /** A speaker's banner for a lost connection or an overloaded server: what is happening and what to do. */
 function showBanner(text) {
