@@ -47,6 +47,29 @@ def synthesize(out_dir: Path, voice: str = "en-us", words_per_minute: int = 160)
     return path
 
 
+def speech_ends(samples: np.ndarray, pause_s: float = 0.5, frame_s: float = 0.02) -> list[int]:
+    """Where speech stops for at least ``pause_s`` (the reference for "a sentence ended here": the synthesised
+    speech pauses ``PAUSE_S`` after each sentence; a recording pauses between its sentences), as the sample
+    after the last loud frame. Loud: RMS within 35 dB of the WAV's loudest frame."""
+    frame = round(frame_s * SAMPLE_RATE_HZ)
+    count = len(samples) // frame
+    if count == 0:
+        return []
+    frames = samples[: count * frame].astype(np.float64).reshape(count, frame)
+    rms = np.sqrt(np.mean(frames**2, axis=1))
+    loud = rms > rms.max() * 10 ** (-35 / 20)
+    need = round(pause_s / frame_s)
+    ends, quiet = [], 0
+    for index in range(count + need):  # the WAV loops: its end is followed by its start
+        if loud[index % count]:
+            quiet = 0
+            continue
+        quiet += 1
+        if quiet == need and loud[(index - need) % count]:
+            ends.append(((index - need + 1) % count) * frame)
+    return sorted(set(ends))
+
+
 def load_pcm16(path: Path) -> np.ndarray:
     """The samples of a 16 kHz mono PCM16 WAV (other rates are resampled; other formats are an error)."""
     rate, samples = _read_wav(path)
@@ -94,6 +117,20 @@ class AudioLoop:
         self._samples = np.tile(samples.astype("<i2"), repeats)
         self._length = len(samples)
         self.chunk_samples = chunk_samples
+        self.sentence_ends = speech_ends(samples)  # samples into the WAV
+
+    def sentence_ends_s(self, first: int, after_s: float, until_s: float) -> list[float]:
+        """Where sentences end (``speech_ends``) in a stream that starts at sample ``first`` of the WAV and
+        loops it, in stream seconds within ``(after_s, until_s]``."""
+        ends = []
+        for end in self.sentence_ends:
+            offset = (end - first) % self._length  # the first time this end comes in the stream
+            k = max(0, int((after_s * SAMPLE_RATE_HZ - offset) // self._length))
+            while (t := (offset + k * self._length) / SAMPLE_RATE_HZ) <= until_s:
+                if t > after_s:
+                    ends.append(t)
+                k += 1
+        return sorted(ends)
 
     @property
     def chunks_per_loop(self) -> int:

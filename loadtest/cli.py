@@ -163,6 +163,8 @@ def format_table(report: dict[str, Any]) -> str:
         "1013",
         "part p50/p95",
         "final p50/p95/p99 ms",
+        "sentence->final p50/p95 ms",
+        "longest final s",
         "lag s",
         "batch",
         "step ms",
@@ -170,6 +172,7 @@ def format_table(report: dict[str, Any]) -> str:
         "rss MB",
         "dropped",
         "lost/dup/twice",
+        "rung",
         "RT",
     )
     rows = [head]
@@ -183,6 +186,8 @@ def format_table(report: dict[str, Any]) -> str:
                 s["busy_1013"],
                 f"{s['partial_ms_p50']}/{s['partial_ms_p95']}",
                 f"{s['final_ms_p50']}/{s['final_ms_p95']}/{s['final_ms_p99']}",
+                f"{s.get('sentence_final_ms_p50')}/{s.get('sentence_final_ms_p95')}",
+                s.get("longest_final_s"),
                 f"{lag:.2f}",
                 f"{s['batch_mean']}/{s['batch_max']}",
                 f"{s['step_ms_mean']}/{s['step_ms_p95']}",
@@ -190,6 +195,7 @@ def format_table(report: dict[str, Any]) -> str:
                 s["rss_mb_max"],
                 s["partials_dropped"],
                 f"{s['finals_lost']}/{s['finals_duplicated']}/{s['finals_overlapping']}",
+                s.get("degradation", {}).get("ladder", {}).get("max_rung", 0),
                 "yes" if s["realtime"] else "no",
             )
         )

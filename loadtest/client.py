@@ -32,6 +32,7 @@ SUBPROTOCOL = "captions.v1"
 READY_TIMEOUT_S = 60.0
 RESUME_RETRY_S = 1.0  # back-off after a 503 on a resume handshake
 RESEND_S = 30.0  # audio kept for sending again after a resume, as the page does
+SENTENCE_SLACK_S = 0.3  # a final holds a sentence's end when its last word ends at most this much before
 FINAL_CLOSE = (1000, 1008, 1009)  # close codes after which the page does not reconnect
 TicketSource = Callable[[int], Awaitable[str]]
 
@@ -66,6 +67,8 @@ class ClientResult:
     errors: list[str] = field(default_factory=list)
     partial_latency_ms: list[float] = field(default_factory=list)
     final_latency_ms: list[float] = field(default_factory=list)
+    sentence_final_ms: list[float] = field(default_factory=list)  # a sentence's end -> the final holding it
+    longest_final_s: float = 0.0
     max_lag_s: float = 0.0
     max_ack_lag_s: float = 0.0
     finals: list[tuple[str, int]] = field(default_factory=list)
@@ -116,6 +119,7 @@ class StreamingClient:
         self.result = ClientResult(plan.index, plan.meeting_id)
         self._resume_token: str | None = None
         self._audio_t0: float | None = None  # monotonic time the audio clock started
+        self._sentences_held_s = -1.0  # the last sentence end (stream seconds) a final was seen to hold
 
     async def run(self) -> ClientResult:
         await asyncio.sleep(max(0.0, self.plan.start_at - time.monotonic()))
@@ -296,6 +300,7 @@ class StreamingClient:
             result.finals.append((result.session_id, int(message["seq"])))
             if "audio_s" in message:
                 self._measure(message, now, conn, result.final_latency_ms)
+                self._measure_sentences(message, now, conn)
             else:
                 result.replayed_finals += 1
         elif kind == "busy":
@@ -306,6 +311,19 @@ class StreamingClient:
             result.errors.append(f"server:{message.get('code')}")
         elif kind == "reconnect":
             result.errors.append("server:reconnect")
+
+    def _measure_sentences(self, message: dict[str, Any], now: float, conn: _Connection) -> None:
+        """Latency from the end of each sentence (where the audio's speech stops, ``speech_ends``) to the
+        final that holds its last word; each sentence counted once, on a session's first connection."""
+        start_s, end_s = float(message.get("start_s", 0.0)), float(message.get("end_s", 0.0))
+        self.result.longest_final_s = max(self.result.longest_final_s, end_s - start_s)
+        if not conn.measure or self._audio_t0 is None:
+            return
+        first = self.plan.first_chunk * self.audio.chunk_samples
+        until = end_s + SENTENCE_SLACK_S
+        for sentence_end in self.audio.sentence_ends_s(first, self._sentences_held_s, until):
+            self.result.sentence_final_ms.append((now - (self._audio_t0 + sentence_end)) * 1000.0)
+            self._sentences_held_s = sentence_end
 
     def _measure(self, message: dict[str, Any], now: float, conn: _Connection, into: list[float]) -> None:
         if not conn.measure or "audio_s" not in message:

@@ -131,7 +131,18 @@ def degradation(
     }
     seen = [(at, name) for name in DEGRADATION_ORDER if (at := events[name]) is not None]
     order = [name for _, name in sorted(seen, key=lambda event: event[0])]  # stable: ties keep row 5's order
-    return {"events_s": events, "order": order, "in_order": order == [name for _, name in seen]}
+    rungs = {  # the degradation ladder (captions_load_rung): when each rung was first seen
+        name: next((s.t_s for s in samples if s.metrics.get(RUNG, 0.0) >= level), None)
+        for level, name in enumerate(LADDER, start=1)
+    }
+    reached = [at for name in LADDER if (at := rungs[name]) is not None]
+    ladder = {
+        "rungs_s": rungs,
+        "max_rung": max((int(s.metrics.get(RUNG, 0.0)) for s in samples), default=0),
+        "in_order": reached == sorted(reached),
+    }
+    in_order = order == [name for _, name in seen]
+    return {"events_s": events, "order": order, "in_order": in_order, "ladder": ladder}
 
 
 def _server_figures(samples: Sequence[Sample], steady_s: tuple[float, float]) -> dict[str, Any]:
@@ -178,6 +189,7 @@ def summarize_step(
     sessions = {c.session_id for c in clients if c.session_id}
     partial = [x for c in clients for x in c.partial_latency_ms]
     final = [x for c in clients for x in c.final_latency_ms]
+    sentence_final = [x for c in clients for x in c.sentence_final_ms]
     lags = [c.max_lag_s for c in clients if c.connections]
     codes = Counter(code for c in clients for code in c.close_codes)
     errors = Counter(e for c in clients for e in c.errors)
@@ -195,6 +207,8 @@ def summarize_step(
         "partials": sum(c.partials for c in clients),
         **_pcts(partial, "partial_ms"),
         **_pcts(final, "final_ms"),
+        **_pcts(sentence_final, "sentence_final_ms"),
+        "longest_final_s": _round(max((c.longest_final_s for c in clients), default=None), 1),
         "stream_max_lag_s": _round(max(lags, default=None), 2),
         "stream_max_ack_lag_s": _round(max((c.max_ack_lag_s for c in clients), default=None), 2),
         "streams_lagging": sum(
@@ -255,9 +269,14 @@ def capacity(steps: Sequence[dict[str, Any]]) -> int:
     return best
 
 
+RUNG = "captions_load_rung"
+# the rungs of backend.ladder, in order
+LADDER = ("second_pass_off", "greedy_for_new", "fewer_partials", "refuse_new", "shed_newest")
+
 CSV_FIELDS = (
     "label n connected handshake_503 busy_1013 reconnected partial_ms_p50 partial_ms_p95 partial_ms_p99 "
-    "final_ms_p50 final_ms_p95 final_ms_p99 final_ms_n streams_lagging "
+    "final_ms_p50 final_ms_p95 final_ms_p99 final_ms_n sentence_final_ms_p50 sentence_final_ms_p95 "
+    "sentence_final_ms_n longest_final_s streams_lagging "
     "stream_max_lag_s server_max_lag_s batch_mean batch_max "
     "step_ms_mean step_ms_p95 cpu_pct_mean rss_mb_max partials_dropped finals_persisted finals_lost "
     "finals_duplicated finals_overlapping outages not_captioned_s realtime"

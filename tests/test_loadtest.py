@@ -9,8 +9,10 @@ import struct
 import wave
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from loadtest.audio import AudioLoop, speech_ends
 from loadtest.client import ClientResult
 from loadtest.report import (
     Criteria,
@@ -129,6 +131,34 @@ def test_degradation_order() -> None:
     assert not degradation([refused, early_busy], samples, started_at=100.0)["in_order"]
 
 
+def test_the_ladder_rungs_are_reported_with_when_each_was_first_seen() -> None:
+    def sample(t: float, rung: float) -> Sample:
+        return Sample(t, {"captions_load_rung": rung}, True, None, None)
+
+    ladder = degradation([], [sample(0.0, 0), sample(1.0, 2), sample(2.0, 3), sample(3.0, 1)], 0.0)["ladder"]
+    assert ladder["rungs_s"] == {
+        "second_pass_off": 1.0, "greedy_for_new": 1.0, "fewer_partials": 2.0, "refuse_new": None,
+        "shed_newest": None,
+    }  # fmt: skip
+    assert ladder["max_rung"] == 3 and ladder["in_order"]
+
+
+def test_sentence_ends_are_where_speech_pauses_and_follow_the_loop() -> None:
+    def tone(seconds: float) -> np.ndarray:
+        t = np.arange(round(seconds * 16000)) / 16000
+        return (8000 * np.sin(2 * np.pi * 220 * t)).astype(np.int16)
+
+    def silence(seconds: float) -> np.ndarray:
+        return np.zeros(round(seconds * 16000), dtype=np.int16)
+
+    # speech 0-1 s, 1.8-2.3 s, 2.5-3 s (a 0.2 s gap is not a sentence end), then silence to 4 s
+    wav = np.concatenate([tone(1.0), silence(0.8), tone(0.5), silence(0.2), tone(0.5), silence(1.0)])
+    assert speech_ends(wav) == [16000, 48000]
+    loop = AudioLoop(wav, 8960)
+    assert loop.sentence_ends_s(16000, -1.0, 10.0) == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]  # from 1 s into the WAV
+    assert loop.sentence_ends_s(0, 2.0, 9.0) == [3.0, 5.0, 7.0, 9.0]  # (2, 9]: 1 s and every 2 s
+
+
 def test_generated_terms_are_unique_and_plain() -> None:
     terms = generate_terms(1000, seed=4)
     texts = [t["text"] for t in terms]
@@ -166,9 +196,10 @@ def test_small_run_loses_nothing_and_measures_latency(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_overload_degrades_in_order_without_losing_finals(tmp_path: Path) -> None:
-    """The engine 2x slower than real time: lag grows 0.5 s per second in every stream."""
+    """The engine 2x slower than real time: lag grows 0.5 s per second in every stream. The degradation
+    ladder climbs a rung per half second of backlog readings, in its order, and sheds only the newest."""
     settings = make_settings(
-        tmp_path, lag_drop_partials_s=0.5, lag_not_ready_s=2.0, lag_busy_s=3.0, max_sessions_per_user=8
+        tmp_path, lag_drop_partials_s=0.5, lag_not_ready_s=1.5, lag_busy_s=3.0, max_sessions_per_user=8
     )
     config_kwargs = dict(
         admin_password=ADMIN_PASSWORD, steps=(8,), step_seconds=10.0, ramp_seconds=5.25, chunk_s=CHUNK_S,
@@ -182,6 +213,9 @@ def test_overload_degrades_in_order_without_losing_finals(tmp_path: Path) -> Non
     assert None not in (events["partials_dropped"], events["handshake_503"], events["busy_1013"]), step
     assert step["degradation"]["order"] == ["partials_dropped", "handshake_503", "busy_1013"], events
     assert step["partials_dropped"] > 0 and step["handshake_503"] > 0 and step["busy_1013"] > 0
+    ladder = step["degradation"]["ladder"]
+    assert ladder["in_order"] and ladder["max_rung"] == 5, ladder
+    assert step["busy_1013"] < step["connected"]  # the newest were shed, one every 5 s; the others kept
     assert (step["finals_lost"], step["finals_duplicated"], step["finals_unpersisted"]) == (0, 0, 0)
     assert not step["realtime"] and report["capacity"] == 0
 
