@@ -61,7 +61,8 @@ from backend.engine.types import SAMPLE_RATE_HZ, Final
 __all__ = ["FinalPass", "FinalPassConfig", "FinalVocabulary", "Refinement", "RefineJob"]
 
 KEEP_BEFORE_S = 0.5  # audio kept before the first pass's first word
-KEEP_AFTER_S = 0.3  # and after its last (an utterance may end on a 0.32 s pause after a sentence: issue 37)
+KEEP_AFTER_S = 0.5  # and after its last
+CUT_AFTER_S = 0.25  # the next utterance's audio starts no earlier (a sentence may end on a ~0.5 s pause)
 MAX_WINDOW_S = 30.0  # Whisper's window
 
 
@@ -175,7 +176,8 @@ class FinalPass:
                     settled[(index, final_index)] = Refinement(final, "too_long")  # Whisper would miss it
                 else:
                     jobs.append((index, final_index, final, audio.window(first, last)))
-                audio.cut = min(last, audio.end)
+                cut = int((final.end_s + CUT_AFTER_S) * SAMPLE_RATE_HZ)
+                audio.cut = min(max(audio.cut, cut if not item.is_last else last), audio.end)
         for item in items:
             if item.is_last:
                 self.forget(item.stream_id)
