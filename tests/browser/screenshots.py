@@ -80,6 +80,16 @@ def pages_at(
     page.click("#stop")
     page.wait_for_selector("#connection[data-state=stopped]")
 
+    page.goto(f"{base_url}/transcripts?id={meeting_id}")  # the meeting's transcript, to correct
+    page.wait_for_selector("#lines li.line")
+    taken.append(shoot(page, folder, "transcript", width))
+    page.goto(f"{base_url}/transcripts")
+    page.wait_for_selector("#meeting-list li")
+    page.fill("#search-q", "linezolid")
+    page.press("#search-q", "Enter")
+    page.wait_for_selector("#hits li")
+    taken.append(shoot(page, folder, "transcripts", width))
+
     page.goto(f"{base_url}/dictation")
     page.click("#start")
     page.wait_for_function("document.querySelector('#note').value.length > 0", timeout=30_000)

@@ -118,6 +118,7 @@ function bindMemberControls() {
     link.href = `/api/meetings/${id}/captions?format=${link.dataset.format}`;
     link.setAttribute("download", "");
   }
+  byId("open-transcript").href = `/transcripts?id=${id}`; // to read, search and correct it afterwards
   byId("export-bar").hidden = false;
   bindNameForm();
 }
