@@ -255,6 +255,12 @@ class Settings(BaseSettings):
     max_terms_per_session: int = Field(1000, ge=0, description="Extra terms a session may `configure`.")
     engine_max_batch_streams: int = Field(64, ge=1, description="Streams in one decode step.")
     engine_max_wait_ms: float = Field(20.0, ge=0, description="Wait for more ready streams, ms.")
+    engine_max_hold_ms: float = Field(
+        0.0,
+        ge=0,
+        description="While the decoder is busy (over 60 % of the last 3 s), wait this long for more streams "
+        "to share a step (0: never; docs/loadtest.md, issue 37).",
+    )
     engine_sentence_pause_ms: int = Field(
         320,
         ge=0,
@@ -359,6 +365,7 @@ def engine_config(settings: Settings, **overrides: Any) -> EngineConfig:
         "torch_threads": settings.torch_threads,
         "max_batch_streams": settings.engine_max_batch_streams,
         "max_wait_ms": settings.engine_max_wait_ms,
+        "max_hold_ms": settings.engine_max_hold_ms,
         "sentence_pause_ms": settings.engine_sentence_pause_ms,
         "beam_size": settings.beam_size,
         "allowed_chunk_s": tuple(settings.allowed_chunk_s),

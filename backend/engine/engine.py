@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -50,6 +51,7 @@ from backend.engine.vocabulary import (
 from biasing.nemo.registry import BiasingRegistry, CompiledVocabulary, Lease
 
 log = structlog.get_logger(__name__)
+BUSY_WINDOW_S = 3.0  # how far back the decode thread's busy share is judged (max_hold_ms)
 
 
 @dataclass
@@ -91,6 +93,7 @@ class Engine:
         self._queue_wait_ms = 0.0
         self._steps_total = 0
         self._final_tasks: set[asyncio.Task[None]] = set()
+        self._recent_steps: deque[tuple[float, float]] = deque()  # (start, end) of recent steps
 
     async def start(self) -> None:
         """Load the model on the decode thread, warm it up, and start the batcher task."""
@@ -338,10 +341,26 @@ class Engine:
                 if self._failure is not None:
                     return
 
+    def busy_fraction(self, now: float | None = None) -> float:
+        """The share of the last ``BUSY_WINDOW_S`` the decode thread spent in steps."""
+        now = time.monotonic() if now is None else now
+        while self._recent_steps and self._recent_steps[0][1] < now - BUSY_WINDOW_S:
+            self._recent_steps.popleft()
+        busy = sum(end - max(start, now - BUSY_WINDOW_S) for start, end in self._recent_steps)
+        return busy / BUSY_WINDOW_S
+
     async def _gather(self) -> None:
         """Wait until every live stream has a chunk waiting (up to ``max_batch_streams``) or until the oldest
-        waiting chunk has waited ``max_wait_ms``."""
+        waiting chunk has waited ``max_wait_ms``; ``max_hold_ms`` instead while the decode thread was busy
+        more than ``hold_when_busy`` of the last seconds (issue 37: streams send at their own phases, so a
+        saturated decoder otherwise runs several small steps per chunk, each paying beam search's fixed
+        cost; holding lets most streams share one step)."""
         max_wait_s = self.config.max_wait_ms / 1000.0
+        if (
+            self.config.max_hold_ms > self.config.max_wait_ms
+            and self.busy_fraction() > self.config.hold_when_busy
+        ):
+            max_wait_s = self.config.max_hold_ms / 1000.0
         while self._pending:
             wanted = min(len(self._streams), self.config.max_batch_streams)
             if len(self._pending) >= wanted:
@@ -383,7 +402,9 @@ class Engine:
                     request.future.set_exception(error)
             self._fail_pending(error)
             return
-        self._last_step_ms = (time.monotonic() - started) * 1000.0
+        ended = time.monotonic()
+        self._recent_steps.append((started, ended))
+        self._last_step_ms = (ended - started) * 1000.0
         self._last_batch_streams = len(batch)
         self._max_batch_streams_seen = max(self._max_batch_streams_seen, len(batch))
         self._steps_total += 1

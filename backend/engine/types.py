@@ -57,7 +57,9 @@ class EngineConfig:
     """How the engine loads and runs the model. Limits are checked in ``__post_init__``.
 
     ``model``: a ``.nemo`` path or a pretrained NeMo model name (any RNNT/TDT BPE Transducer).
-    ``max_wait_ms``: how long the batcher waits for more live streams to submit a chunk before a step.
+    ``max_wait_ms``: how long the batcher waits for more live streams to submit a chunk before a step;
+    ``max_hold_ms`` instead (when longer) while the decode thread was busy more than ``hold_when_busy`` of the
+    last 3 s, so that streams sending at their own phases share a step (issue 37; 0: never hold).
     ``left_context_s`` / ``right_context_s``: audio context the buffered pipeline re-encodes around each chunk
     (right context adds latency). ``long_utterance_s`` / ``long_utterance_pause_ms`` / ``max_utterance_s``
     (beam decoding): an utterance longer than ``long_utterance_s`` also ends on a pause of
@@ -96,6 +98,8 @@ class EngineConfig:
     torch_threads: int = 1
     max_batch_streams: int = 64
     max_wait_ms: float = 20.0
+    max_hold_ms: float = 0.0
+    hold_when_busy: float = 0.6
     beam_size: int = 4
     allowed_chunk_s: tuple[float, ...] = (0.56, 1.12)
     biasing_alpha: float = 1.0

@@ -32,13 +32,13 @@ class _StepSpy:
     def __init__(self, engine: Engine) -> None:
         self.steps: list[list[int]] = []
         decoder = engine._loaded_decoder()
-        inner = decoder.step
+        inner = decoder.step_first  # what the engine's decode thread runs (the second pass runs beside it)
 
         def step(items):  # type: ignore[no-untyped-def]
             self.steps.append([item.stream_id for item in items])
             return inner(items)
 
-        decoder.step = step  # type: ignore[method-assign]
+        decoder.step_first = step  # type: ignore[method-assign]
 
 
 async def test_really_waits_for_other_live_streams(slow_batching_engine: Engine) -> None:
@@ -50,6 +50,33 @@ async def test_really_waits_for_other_live_streams(slow_batching_engine: Engine)
     await asyncio.sleep(0.1)  # well inside max_wait_ms
     await asyncio.gather(first, b.push(noise(2, 0.56)))
     assert spy.steps == [[a.stream_id, b.stream_id]]
+
+
+async def test_a_busy_decoder_holds_a_step_for_streams_sending_at_other_phases(rnnt_model: Path) -> None:
+    """Issue 37: while the decode thread is busy, the batcher waits up to ``max_hold_ms`` (not
+    ``max_wait_ms``) for the other live streams, so streams whose chunks arrive 0.2 s apart share a step."""
+    config = EngineConfig(model=str(rnnt_model), max_wait_ms=20.0, max_hold_ms=600.0, hold_when_busy=0.5)
+    engine = Engine(config)
+    await engine.start()
+    try:
+        spy = _StepSpy(engine)
+        a = engine.open_stream(StreamOptions(chunk_s=0.56))
+        b = engine.open_stream(StreamOptions(chunk_s=0.56))
+
+        async def staggered() -> None:
+            first = asyncio.create_task(a.push(noise(1, 0.56)))
+            await asyncio.sleep(0.2)
+            await asyncio.gather(first, b.push(noise(2, 0.56)))
+
+        await staggered()  # not busy: a's chunk goes alone after 20 ms
+        assert spy.steps == [[a.stream_id], [b.stream_id]]
+        now = time.monotonic()
+        engine._recent_steps.append((now - 2.5, now))  # the decode thread was busy 2.5 s of the last 3
+        assert engine.busy_fraction() > 0.8
+        await staggered()
+        assert spy.steps[2:] == [[a.stream_id, b.stream_id]]
+    finally:
+        await engine.stop()
 
 
 async def test_idle_streams_never_enter_a_step(slow_batching_engine: Engine) -> None:
