@@ -36,7 +36,7 @@ from backend.db.models import (
     utcnow,
 )
 from backend.db.session import as_utc
-from backend.dictation_commands import dictate
+from backend.dictation_commands import cue_texts, dictate
 from backend.dictations import connected_meetings, end_idle_dictations
 from backend.meeting_timeline import TimelineFinal, meeting_timeline, speaker_names
 from backend.written_form import to_written
@@ -128,7 +128,8 @@ async def _speakers(db: AsyncSession, meeting_id: int) -> list[dict[str, Any]]:
 async def get_transcript(request: Request) -> JSONResponse:
     """A meeting's (or dictation's) transcript: every line on the meeting's clock with its speaker, its text
     (the latest correction where there is one; ``original`` is what was recognized), the vocabulary terms
-    to highlight, the speakers, and whether the caller may edit.
+    to highlight, the speakers, and whether the caller may edit. A dictation's lines also carry
+    ``dictated``: the text with its spoken commands carried out (null: scratched).
     ---
     tags: [transcripts]
     responses: {200: {description: "{meeting, can_edit, lines, speakers, terms, targets}"}}
@@ -138,11 +139,17 @@ async def get_transcript(request: Request) -> JSONResponse:
         meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
         _clock, finals = await meeting_timeline(db, meeting.id)
         can_edit = _organises(meeting, principal)
+        lines = [line_dict(f) for f in finals]
+        if (
+            meeting.kind == MeetingKind.DICTATION
+        ):  # what the note says: commands carried out (None: scratched)
+            for line, shown in zip(lines, cue_texts([f.text for f in finals]), strict=True):
+                line["dictated"] = shown
         return JSONResponse(
             {
                 "meeting": meeting_dict(meeting),
                 "can_edit": can_edit,
-                "lines": [line_dict(f) for f in finals],
+                "lines": lines,
                 "speakers": await _speakers(db, meeting.id),
                 "terms": await _meeting_terms(db, meeting),
                 "targets": await _targets(db, meeting, principal),

@@ -101,3 +101,9 @@ def test_spoken_commands_are_carried_out_never_written(page: Any, scripted: Live
         ]
     finally:
         rest.close()
+    # "My dictations" opens it as a transcript: the commands carried out there too
+    page.fill("#note", "")  # nothing left to warn about on the way out
+    page.goto(f"{scripted.base_url}/transcripts")
+    page.click(f"#dictation-list [data-meeting-id='{mine[0]['id']}'] a")
+    page.wait_for_selector("#lines li.line")
+    assert page.locator("#lines .text").all_inner_texts() == ["Patient stable. No fever", "Plan, review"]

@@ -134,7 +134,9 @@ async function openTranscript() {
     link.setAttribute("download", "");
   }
   byId("copy-transcript").addEventListener("click", async () => {
-    const text = page.transcript.lines.map((l) => `[${clock(l.start_s)}] ${l.speaker.name}: ${l.text}`).join("\n");
+    const said = (l) => (l.dictated === undefined ? l.text : l.dictated);
+    const kept = page.transcript.lines.filter((l) => said(l) !== null);
+    const text = kept.map((l) => `[${clock(l.start_s)}] ${l.speaker.name}: ${said(l)}`).join("\n");
     byId("copy-status").textContent = (await copyText(text)) ? "Copied to the clipboard." : "Copy failed: select the text and press Ctrl+C.";
   });
   renderLines();
@@ -158,13 +160,20 @@ function renderLines() {
   list.replaceChildren(...lines.map(lineItem));
 }
 
+/** A line's text: a dictation's with its spoken commands carried out ("scratched" when taken back). */
+function shownText(line) {
+  if (line.dictated === null) return h("span", { class: "text scratched" }, h("s", {}, line.text), " (scratched)");
+  const text = line.dictated === undefined ? line.text : line.dictated;
+  return h("span", { class: "text" }, ...highlightTerms(text, page.transcript.terms));
+}
+
 function lineItem(line) {
   const item = h(
     "li",
     { id: `line-${line.id}`, class: "line", tabindex: "-1", dataset: { lineId: line.id, edited: line.edited ? "true" : "false" } },
     h("span", { class: "time" }, clock(line.start_s)),
     h("span", { class: "speaker" }, line.speaker.name),
-    h("span", { class: "text" }, ...highlightTerms(line.text, page.transcript.terms)),
+    shownText(line),
   );
   if (line.edited) {
     const details = h(
