@@ -108,3 +108,7 @@ def test_a_participant_reads_without_edit_controls(page: Any, server: Any, rest:
     assert page.is_hidden("#edit-hint")
     page.set_viewport_size({"width": 390, "height": 844})
     _accessible(page, "transcript read-only, 390 px")
+    page.goto(f"{server.base_url}/transcripts")
+    page.wait_for_selector(f"#meeting-list [data-meeting-id='{meeting}']")
+    assert page.inner_text("#dictation-list") == "No dictations yet: start one on the Dictation page."
+    _accessible(page, "transcripts index, 390 px")
