@@ -250,6 +250,9 @@ class Settings(BaseSettings):
         10.0, gt=0, description="Calm time (backlog under half a rung's level) before a rung is left, s."
     )
     ladder_shed_interval_s: float = Field(5.0, gt=0, description="Time between two sessions shed, s.")
+    ladder_window_s: float = Field(
+        2.0, ge=0, description="The ladder reads the least backlog of this long (a backlog that stays), s."
+    )
     drain_timeout_s: float = Field(30.0, gt=0, description="Time given to live sessions on shutdown, s.")
     max_terms_per_vocabulary: int = Field(20000, ge=1, description="Terms in one vocabulary.")
     max_terms_per_session: int = Field(1000, ge=0, description="Extra terms a session may `configure`.")

@@ -2,7 +2,8 @@
 closes a speaker who is already captioned, and only the newest one.
 
 Pressure is the largest backlog of a live session beyond the chunk being decoded (``overdue_s - chunk_s``:
-a resumed client's held audio does not count). Each rung is climbed when the pressure reaches its threshold
+a resumed client's held audio does not count), the least reading of the last ``window_s`` (2 s: a backlog
+that does not go down). Each rung is climbed when the pressure reaches its threshold
 and climbed back down, one rung at a time, when the pressure has stayed under half the rung's threshold for
 ``down_after_s``:
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,18 +62,26 @@ class LoadLadder:
     thresholds_s: Sequence[float] = (0.5, 1.0, 2.0, 4.0, 8.0)
     down_after_s: float = 10.0
     shed_interval_s: float = 5.0
+    window_s: float = 0.0  # the pressure is the least reading of this long: a backlog that does not go down
     rung: Rung = Rung.NORMAL
     since: float = field(default_factory=time.monotonic)
     climbed: list[tuple[float, Rung]] = field(default_factory=list)  # every change, for reports and tests
     _calm_since: float | None = None
     _last_shed: float = float("-inf")
+    _readings: deque[tuple[float, float]] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
         if len(self.thresholds_s) != len(Rung) - 1 or list(self.thresholds_s) != sorted(self.thresholds_s):
             raise ValueError(f"need {len(Rung) - 1} increasing thresholds, got {list(self.thresholds_s)}")
 
-    def observe(self, pressure_s: float, now: float) -> Rung | None:
-        """Feed one pressure reading; the new rung when it changed, else None."""
+    def observe(self, reading_s: float, now: float) -> Rung | None:
+        """Feed one pressure reading; the new rung when it changed, else None. With ``window_s`` the pressure
+        is the least reading of the last ``window_s``: a stream whose final waits for the second pass shows
+        one chunk more lag for a moment, which is not a backlog."""
+        self._readings.append((now, reading_s))
+        while self._readings[0][0] < now - self.window_s:
+            self._readings.popleft()
+        pressure_s = min(r for _, r in self._readings)
         target = Rung(sum(pressure_s >= t for t in self.thresholds_s))
         if target > self.rung:
             self._calm_since = None

@@ -53,6 +53,7 @@ class Services:
             thresholds_s=ladder_thresholds(self.settings),
             down_after_s=self.settings.ladder_down_after_s,
             shed_interval_s=self.settings.ladder_shed_interval_s,
+            window_s=self.settings.ladder_window_s,
         )
         self.persist = PersistHealth(
             not_ready_s=self.settings.persist_not_ready_s,

@@ -49,6 +49,16 @@ def test_the_ladder_comes_down_one_rung_after_a_calm_spell() -> None:
     assert ladder.snapshot() == {"rung": 0, "state": "normal", "message": ""}
 
 
+def test_the_ladder_reads_a_backlog_that_stays_not_a_moment_of_lag() -> None:
+    ladder = LoadLadder(thresholds_s=(0.5, 1.0, 2.0, 4.0, 8.0), window_s=2.0)
+    for t in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5):  # a final waiting for the second pass: a chunk more, then back
+        assert ladder.observe(1.12 if t % 1.0 == 0.5 else 0.0, t) is None
+    assert ladder.rung == Rung.NORMAL
+    assert [ladder.observe(3.0, t) for t in (3.0, 3.5, 4.0, 4.5, 5.0, 5.5)] == [
+        None, None, None, Rung.SECOND_PASS_OFF, Rung.GREEDY_FOR_NEW, Rung.FEWER_PARTIALS,
+    ]  # fmt: skip  # a backlog that stayed 2 s
+
+
 def test_the_top_rung_sheds_one_session_per_interval() -> None:
     ladder = LoadLadder(thresholds_s=(0.5, 1.0, 2.0, 4.0, 8.0), shed_interval_s=5.0)
     assert not ladder.should_shed(0.0)

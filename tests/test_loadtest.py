@@ -199,8 +199,9 @@ def test_overload_degrades_in_order_without_losing_finals(tmp_path: Path) -> Non
     """The engine 2x slower than real time: lag grows 0.5 s per second in every stream. The degradation
     ladder climbs a rung per half second of backlog readings, in its order, and sheds only the newest."""
     settings = make_settings(
-        tmp_path, lag_drop_partials_s=0.5, lag_not_ready_s=1.5, lag_busy_s=3.0, max_sessions_per_user=8
-    )
+        tmp_path, lag_drop_partials_s=0.5, lag_not_ready_s=1.5, lag_busy_s=3.0, max_sessions_per_user=8,
+        ladder_window_s=0.5,
+    )  # fmt: skip
     config_kwargs = dict(
         admin_password=ADMIN_PASSWORD, steps=(8,), step_seconds=10.0, ramp_seconds=5.25, chunk_s=CHUNK_S,
         terms=0, clients_per_user=8, wav=scripted_wav(tmp_path / "s.wav"), sample_interval_s=0.25,
