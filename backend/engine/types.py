@@ -115,7 +115,7 @@ class EngineConfig:
     long_utterance_pause_ms: int = 320
     very_long_utterance_s: float = 15.0
     max_utterance_s: float = 25.0
-    sentence_pause_ms: int = 320
+    sentence_pause_ms: int = 800
     max_live_streams: int = 256
     max_symbols_per_step: int = 10
     vocabulary_cache_dir: str | None = None

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from backend.engine import Engine
-from tests.engine.conftest import bundled, normalised, stream_finals
+from backend.engine import Engine, EngineConfig
+from captions_model.paths import BUNDLED_MODEL_PATH
+from tests.engine.conftest import bundled, normalised, running, stream_finals
 from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
@@ -48,17 +49,18 @@ async def test_synthetic_speech_decodes_to_the_expected_words(
 
 
 async def test_a_closed_sentence_is_committed_on_a_short_pause(
-    bundled_engine: Engine, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """Issue 37: a sentence the model closed with a full stop ends its final on a pause shorter than the
-    800 ms that ends other utterances, also where one 1.12 s chunk holds the pause and the next sentence's
-    first word (the cut falls inside the chunk)."""
+    """Issue 37: with ``sentence_pause_ms`` 480, a sentence the model closed with a full stop ends its final
+    on a pause shorter than the 800 ms that ends other utterances, also where one 1.12 s chunk holds the
+    pause and the next sentence's first word (the cut falls inside the chunk)."""
     first = "We will review the budget again at the next meeting."
     second = "Please send the report before Friday."
     work = tmp_path_factory.mktemp("two")
     audio = np.concatenate([spoken(first, work)[:-24000], spoken(second, work)[4000:]])  # ~0.6 s apart
-    for chunk_s in (0.56, 1.12):
-        finals = await stream_finals(bundled_engine, audio, chunk_s, "beam")
+    async with running(EngineConfig(model=str(BUNDLED_MODEL_PATH), sentence_pause_ms=480)) as engine:
+        split = [await stream_finals(engine, audio, chunk_s, "beam") for chunk_s in (0.56, 1.12)]
+    for chunk_s, finals in zip((0.56, 1.12), split, strict=True):
         assert len(finals) == 2, (chunk_s, finals)
         assert finals[0].text.endswith(".") and finals[0].end_s < finals[1].start_s, finals
         for final, said in zip(finals, (first, second), strict=True):
