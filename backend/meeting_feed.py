@@ -59,6 +59,29 @@ class Speaking(Protocol):
     utterance: int
 
 
+class Connected(Speaking, Protocol):
+    """A caption session's connection: a resume takes the session's next ``generation``."""
+
+    generation: int
+
+
+SPEAKER_STATES = ("live", "reconnecting", "stopped")
+"""A speaking session's status as its meeting's viewers see it (``publish_status``)."""
+
+
+@dataclass(frozen=True)
+class SpeakerStatus:
+    """Where one speaking session stands: ``live``, ``reconnecting`` (its client vanished without ``stop``;
+    the resume window is open) or ``stopped``. ``generation`` is the connection's (a resume takes the next),
+    so a late word from a superseded connection does not undo a newer one's."""
+
+    session_id: str
+    user_id: int
+    generation: int
+    state: str
+    local: bool = True  # published by a session on this replica (else heard on the bus)
+
+
 @dataclass(frozen=True)
 class Partial:
     """A speaker's tentative text for ``utterance``; empty text clears it."""
@@ -187,6 +210,9 @@ class MeetingFeed:
             bus = PostgresBus.for_url(db.url, self._remote, self._resync_all)
         self.bus = bus
         self._tasks: set[asyncio.Task[None]] = set()
+        self.statuses: dict[int, dict[str, SpeakerStatus]] = {}
+        """Per meeting, the status of each speaking session this replica knows (its own sessions', and those
+        of other replicas heard on the bus while it has viewers of the meeting); stopped ones are dropped."""
 
     @property
     def viewers(self) -> int:
@@ -220,6 +246,59 @@ class MeetingFeed:
                 self.bus.publish(session.meeting_id, {"k": "f", **ref, **final_fields(segment)})
             except PayloadTooLarge:
                 self.bus.publish(session.meeting_id, {"k": "r", **ref})
+
+    def publish_status(self, session: Connected, state: str, resume_window_s: float | None = None) -> None:
+        """A speaking session went ``live`` (started or resumed), ``reconnecting`` (its client vanished; a
+        resume within ``resume_window_s`` continues it, else it counts as ``stopped`` then) or ``stopped``,
+        to the meeting's viewers here and on the bus. ``stopped`` after ``reconnecting`` of the same
+        connection is the vanished connection's end, not a stop: it is ignored."""
+        if state not in SPEAKER_STATES:
+            raise ValueError(f"state must be one of {SPEAKER_STATES}, got {state!r}")
+        known = self.statuses.get(session.meeting_id, {}).get(session.session_id)
+        if (
+            state == "stopped"
+            and known is not None
+            and known.state == "reconnecting"
+            and known.generation == session.generation
+        ):
+            return
+        status = SpeakerStatus(session.session_id, session.user_id, session.generation, state)
+        if not self._set_status(session.meeting_id, status):
+            return
+        if self.bus is not None:
+            event = {"k": "st", "s": status.session_id, "u": status.user_id, "g": status.generation}
+            self.bus.publish(session.meeting_id, event | {"st": state})
+        if state == "reconnecting" and resume_window_s is not None:
+            asyncio.get_running_loop().call_later(
+                resume_window_s, self._window_closed, session.meeting_id, status
+            )
+
+    def _window_closed(self, meeting_id: int, status: SpeakerStatus) -> None:
+        """The resume window of a vanished session closed: unless it was resumed, it has stopped."""
+        if self.statuses.get(meeting_id, {}).get(status.session_id) == status:
+            stopped = SpeakerStatus(status.session_id, status.user_id, status.generation, "stopped")
+            self._set_status(meeting_id, stopped)
+            if self.bus is not None:
+                event = {"k": "st", "s": status.session_id, "u": status.user_id, "g": status.generation}
+                self.bus.publish(meeting_id, event | {"st": "stopped"})
+
+    def _set_status(self, meeting_id: int, status: SpeakerStatus) -> bool:
+        """Record ``status`` and tell the meeting's viewers here; False (nothing done) when it is older than
+        what is known of its session."""
+        known = self.statuses.get(meeting_id, {}).get(status.session_id)
+        if known is not None and status.generation < known.generation:
+            return False
+        statuses = self.statuses.setdefault(meeting_id, {})
+        if status.state == "stopped":
+            statuses.pop(status.session_id, None)
+        else:
+            statuses[status.session_id] = status
+        if not statuses:
+            del self.statuses[meeting_id]
+        channel = self.channels.get(meeting_id)
+        if channel is not None:
+            channel.broadcast("status", status)
+        return True
 
     def meeting_changed(self, meeting_id: int) -> None:
         """The meeting ended, was deleted, or a speaker was renamed in it: its viewers here and on every
@@ -256,6 +335,11 @@ class MeetingFeed:
                     channel.broadcast("final", segment)
                 if tracker.above and channel.ready.is_set():  # an earlier final never came: read SQL
                     self._schedule_sync(channel)
+            elif kind == "st":
+                state = str(event["st"])
+                if state in SPEAKER_STATES:
+                    status = SpeakerStatus(str(event["s"]), int(event["u"]), int(event["g"]), state, False)
+                    self._set_status(meeting_id, status)
             elif kind in ("r", "c"):
                 self._schedule_sync(channel)
             elif kind == "l":
@@ -311,6 +395,8 @@ class MeetingFeed:
             channel.poller = asyncio.create_task(work, name=f"meeting-feed-{meeting_id}")
         viewer = Viewer(meeting_id, self.max_queued, link_id, api_token_id)
         channel.viewers.add(viewer)
+        for status in self.statuses.get(meeting_id, {}).values():  # sent after its history
+            viewer.offer("status", status)
         if self.bus is not None and link_id is not None:
             await self._expire_later(viewer, link_id)
         await channel.ready.wait()
@@ -344,6 +430,11 @@ class MeetingFeed:
                     task.cancel()
             if self.bus is not None:
                 self.bus.unlisten(viewer.meeting_id)
+            statuses = self.statuses.get(viewer.meeting_id, {})
+            for session_id in [k for k, v in statuses.items() if not v.local]:  # no longer heard: forget
+                del statuses[session_id]
+            if not statuses:
+                self.statuses.pop(viewer.meeting_id, None)
 
     def refuse_link(self, link_id: int, code: str) -> None:
         """A viewer link was revoked or expired: its viewers here are told ``code`` and closed."""
@@ -491,6 +582,20 @@ class MeetingFeed:
             "speaker": {"user_id": partial.user_id, "name": name},
             "utterance": partial.utterance,
             "text": partial.text,
+        }
+
+    async def status_message(self, channel: Channel, status: SpeakerStatus) -> dict[str, Any]:
+        """The viewer message of a speaker's status, labelled with its speaker."""
+        clock = channel.clock
+        if clock is None or status.user_id not in clock.names:
+            with contextlib.suppress(SQLAlchemyError):
+                clock = await self.refresh(channel)
+        name = clock.speaker(status.user_id) if clock is not None else ""
+        return {
+            "type": "speaker_status",
+            "session_id": status.session_id,
+            "speaker": {"user_id": status.user_id, "name": name},
+            "state": status.state,
         }
 
 

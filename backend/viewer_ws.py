@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from backend.admission import VIEW_SUBPROTOCOL, ViewerAdmission, admit_viewer
 from backend.db.models import CaptionSegment, Meeting
 from backend.logs import get_logger
-from backend.meeting_feed import Channel, MeetingFeed, Partial, Viewer
+from backend.meeting_feed import Channel, MeetingFeed, Partial, SpeakerStatus, Viewer
 from backend.meeting_timeline import meeting_timeline
 from backend.protocol import ProtocolViolation, parse_json
 from backend.services import Services
@@ -168,6 +168,8 @@ class MeetingViewerSocket:
                     await self._send(message)
         elif kind == "partial" and isinstance(payload, Partial):
             await self._send(await self.feed.partial_message(channel, payload))
+        elif kind == "status" and isinstance(payload, SpeakerStatus):
+            await self._send(await self.feed.status_message(channel, payload))
         elif kind == "speaker":
             await self._send({"type": "speaker", **payload})
         elif kind == "refused":

@@ -203,6 +203,7 @@ class CaptionSession:
         except resume.ResumeConflict as exc:
             raise ProtocolViolation(1013, f"{exc}; retry shortly", "resume_conflict") from exc
         self._to(SessionState.STREAMING)
+        self.svc.hub.feed.publish_status(self, "live")  # to the meeting view (issue 39)
         self.svc.metrics.sessions.inc()
         self._log.info("session_started", resumed=bool(message.get("resume_token")), chunk_s=self.chunk_s)
         await self._send(
@@ -537,6 +538,7 @@ class CaptionSession:
 
     async def _finish_quietly(self) -> None:
         """The client vanished: still commit (persist) its last words so a resume replays them."""
+        self.svc.hub.feed.publish_status(self, "reconnecting", self.svc.settings.resume_ttl_s)
         if self._stream is not None:
             result = await self._stream.finish()
             self._stream = None
@@ -568,6 +570,7 @@ class CaptionSession:
         if self.live is not None:
             self.svc.hub.leave(self, self.live)
             self.svc.metrics.sessions.dec()
+            self.svc.hub.feed.publish_status(self, "stopped")  # ignored after "reconnecting"
         if self.state != SessionState.CLOSED:
             self._to(SessionState.CLOSED)
         try:

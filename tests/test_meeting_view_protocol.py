@@ -164,6 +164,9 @@ async def test_a_viewer_on_another_replica_gets_the_speakers_captions(
             await view.close()
             return
         assert partials[:1] == ["word31"] and "word32 word33" in partials
+        assert [(m["speaker"]["name"], m["state"]) for m in got if m["type"] == "speaker_status"] == [
+            ("admin", "live")
+        ]  # the speaker's status crosses replicas too
         channels = b.services.hub.feed.channels
         assert channels[meeting_id].poller is not None and channels[meeting_id].poller.done()  # no poller
 
@@ -172,7 +175,8 @@ async def test_a_viewer_on_another_replica_gets_the_speakers_captions(
             f"/api/meetings/{meeting_id}/participants/{admin_id}", json={"display_name": "Chair"}
         )
         assert renamed.status_code == 200
-        assert (await until(view, "speaker", 3))[-1] == {
+        told = await until(view, "speaker", 3)
+        assert told[-1] == {
             "type": "speaker",
             "user_id": admin_id,
             "name": "Chair",
@@ -184,7 +188,8 @@ async def test_a_viewer_on_another_replica_gets_the_speakers_captions(
         assert (await until(linked, "error", 3))[-1]["code"] == "link_revoked"
 
         assert admin_a.post(f"/api/meetings/{meeting_id}/end").status_code == 200
-        await until(view, "ended", 3)
+        told += await until(view, "ended", 3)
+        assert ("speaker_status", "stopped") in [(m["type"], m.get("state")) for m in told]
         await drain(view)
         assert view.close_code == 1000
     finally:
@@ -287,3 +292,56 @@ async def test_a_stalled_viewer_is_dropped_and_never_slows_the_speaker(
     messages = await drain(view)
     assert messages[-1]["type"] == "error" and messages[-1]["code"] == "too_slow"
     assert view.close_code == 1013
+
+
+async def statuses(view: ClientConnection, count: int) -> list[tuple[str, str]]:
+    """The next ``count`` ``speaker_status`` messages as (speaker name, state), skipping captions."""
+    got: list[tuple[str, str]] = []
+    async with asyncio.timeout(10.0):
+        while len(got) < count:
+            message = json.loads(await view.recv())
+            if message["type"] == "speaker_status":
+                got.append((message["speaker"]["name"], message["state"]))
+    return got
+
+
+async def test_viewers_see_each_speaker_live_reconnecting_live_again_then_stopped(server: LiveServer) -> None:
+    """A speaker's socket vanishes without ``stop``: viewers see it reconnecting (not "Live"), live again
+    once it resumes with its resume token, stopped after ``stop``; a viewer who joins meanwhile is told
+    where each speaker stands."""
+    admin = login(server.base_url)
+    meeting_id = live_meeting(admin)
+    view = await open_view(server, f"ticket.{ticket(admin, meeting_id)}")
+    await until(view, "caught_up")
+
+    async def speaker(**start: Any) -> tuple[ClientConnection, dict[str, Any]]:
+        ws = await connect(
+            server.ws_url,
+            subprotocols=["captions.v1", f"ticket.{ticket(admin, meeting_id)}"],
+            origin=server.origin,
+            compression=None,
+        )
+        await ws.send(json.dumps({"type": "start", "chunk_s": 0.56, **start}))
+        ready = json.loads(await ws.recv())
+        assert ready["type"] == "ready", ready
+        return ws, ready
+
+    ws, ready = await speaker()
+    assert await statuses(view, 1) == [("admin", "live")]
+    await ws.send(chunk(31))
+    ws.transport.abort()  # the speaker's network drops: no stop, no close handshake
+    assert await statuses(view, 1) == [("admin", "reconnecting")]
+
+    late = await open_view(server, f"ticket.{ticket(admin, meeting_id)}")
+    assert await statuses(late, 1) == [("admin", "reconnecting")]  # what the feed knows, on joining
+
+    ws, again = await speaker(resume_token=ready["resume_token"], last_seq=0)
+    assert again["session_id"] == ready["session_id"]
+    assert await statuses(view, 1) == [("admin", "live")]
+    await ws.send(json.dumps({"type": "stop"}))
+    assert [m["type"] for m in await drain(ws)][-1] == "stopped"
+    assert await statuses(view, 1) == [("admin", "stopped")]
+    assert await statuses(late, 2) == [("admin", "live"), ("admin", "stopped")]
+    assert server.services.hub.feed.statuses == {}  # a stopped session is forgotten
+    await view.close()
+    await late.close()
