@@ -50,11 +50,15 @@ def test_a_guest_follows_every_speaker_through_a_view_only_link(
     guest.wait_for_selector("#connection[data-state=live]")
     assert guest.is_visible("#guest-note") and not guest.is_visible("#login-username")
     assert guest.inner_text("#meeting-title") == "Ward round"
+    assert guest.inner_text("#connection-text") == "No one is speaking"  # connected, but no speaker yet
 
     log_in(page, server.base_url, f"/?meeting={meeting['id']}")  # the speaker, on the captions page
     page.wait_for_function("document.querySelector('#chunk-info').textContent.trim() !== ''")
     page.click("#start")
 
+    guest.wait_for_selector("#speaker-list li[data-state=live]")  # per-speaker status, in a role=status
+    assert guest.locator("#speaker-list li").all_inner_texts() == ["admin live"]
+    assert guest.inner_text("#connection-text") == "Live"
     guest.wait_for_selector("#partials .partial")  # greyed, labelled, not yet a line
     screenshot(guest, "meeting-view-partial")
     assert guest.locator("#partials .partial .speaker").first.inner_text() == "admin"
@@ -76,6 +80,7 @@ def test_a_guest_follows_every_speaker_through_a_view_only_link(
         ".every((s) => s.textContent === 'Dr Grey')"
     )
     guest.wait_for_function(relabelled)
+    assert guest.locator("#speaker-list li").all_inner_texts() == ["Dr Grey live"]
 
     assert rest.delete(f"/api/meetings/{meeting['id']}/viewer-links/{made['link']['id']}").status_code == 200
     guest.wait_for_selector("#page-error[data-code=link_revoked]")

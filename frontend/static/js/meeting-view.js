@@ -25,7 +25,12 @@ const LINK_ERRORS = {
   link_unknown: "This view-only link is not valid. Check that you copied all of it, or ask the organiser for a new one.",
 };
 
+/** How the page words each speaker's status (the server's "speaker_status" message). */
+const SPEAKER_TEXT = { live: "live", reconnecting: "reconnecting", stopped: "stopped" };
+
 const page = { meeting: null, user: null, link: null, log: null, socket: null, attempt: 0, timer: 0, closed: false };
+/** Each speaking session's latest status: session_id -> { user_id, name, state }. */
+const speakers = new Map();
 
 function showError(text, code = "") {
   const banner = byId("page-error");
@@ -37,6 +42,38 @@ function showError(text, code = "") {
 function setConnection(state) {
   byId("connection").dataset.state = state;
   byId("connection-text").textContent = STATE_TEXT[state] || state;
+  if (state === "live") showSpeakers();
+}
+
+/** The per-speaker list ("Dr Lee live", "Nurse Joy reconnecting"); the badge says "Live" only while
+ * someone speaks. */
+function showSpeakers() {
+  const list = byId("speaker-list");
+  list.replaceChildren();
+  for (const speaker of speakers.values()) {
+    const item = document.createElement("li");
+    item.className = "pill small";
+    item.dataset.state = speaker.state;
+    const dot = document.createElement("span");
+    dot.className = "dot";
+    dot.setAttribute("aria-hidden", "true");
+    item.append(dot, `${speaker.name || "A speaker"} ${SPEAKER_TEXT[speaker.state] || speaker.state}`);
+    list.append(item);
+  }
+  const connection = byId("connection");
+  if (connection.dataset.state === "live") {
+    const anyoneLive = [...speakers.values()].some((s) => s.state === "live");
+    byId("connection-text").textContent = anyoneLive ? STATE_TEXT.live : "No one is speaking";
+  }
+}
+
+function onSpeakerStatus(message) {
+  const { user_id, name } = message.speaker;
+  for (const [id, other] of speakers) {  // one line per person: a new session replaces their stopped one
+    if (id !== message.session_id && other.user_id === user_id && other.state === "stopped") speakers.delete(id);
+  }
+  speakers.set(message.session_id, { user_id, name, state: message.state });
+  showSpeakers();
 }
 
 function linkToken() {
@@ -200,6 +237,8 @@ function onMessage(message) {
     if (page.attempt) log.addNotice("Reconnected.");
     page.attempt = 0;
     log.clearPartials();
+    speakers.clear(); // the server tells again where each speaker stands
+    showSpeakers();
   } else if (message.type === "caught_up") {
     byId("caption-log").removeAttribute("aria-busy");
     setConnection(message.ended ? "ended" : "live");
@@ -207,10 +246,16 @@ function onMessage(message) {
     log.addFinal(message, { live: byId("caption-log").getAttribute("aria-busy") !== "true" });
   } else if (message.type === "partial") {
     log.setPartial(message);
+  } else if (message.type === "speaker_status") {
+    onSpeakerStatus(message);
   } else if (message.type === "speaker") {
     log.rename(message.user_id, message.name);
+    for (const speaker of speakers.values()) if (speaker.user_id === message.user_id) speaker.name = message.name;
+    showSpeakers();
   } else if (message.type === "ended") {
     log.clearPartials();
+    speakers.clear();
+    showSpeakers();
     log.addNotice("The meeting has ended.");
     byId("speak").hidden = true;
   }
