@@ -4,9 +4,10 @@ already shares (``backend.meeting_feed`` uses it when the database is PostgreSQL
 Each replica holds ONE extra connection to PostgreSQL (asyncpg, outside SQLAlchemy's pool). On it the
 replica
 
-- publishes each event of its own streams (partials, finals, a meeting's end or rename, a revoked viewer
-  link) with ``pg_notify('captions_meeting_<id>', payload)``: ``publish`` only appends to a bounded queue and
-  returns (a speaker never waits for the bus); a sender task sends what is queued in one statement;
+- publishes each event of its own streams (partials, finals, speaker statuses, a meeting's end or rename,
+  a revoked viewer link) with ``pg_notify('captions_meeting_<id>', payload)``: ``publish`` only appends to a
+  bounded queue and returns (a speaker never waits for the bus); a sender task sends what is queued in one
+  statement;
 - ``LISTEN``s to the channels of the meetings its viewers follow (``listen``/``unlisten``), and hands each
   notification from ANOTHER backend (its own are skipped: the feed delivered them in process already) to
   ``on_event``.

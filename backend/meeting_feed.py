@@ -9,10 +9,10 @@ therefore costs the speakers nothing.
 Several replicas share one database but not this process. On PostgreSQL (the only database several
 replicas can share) every publish also goes out on the database's ``LISTEN``/``NOTIFY`` bus
 (``backend.feed_bus``): each replica's streams notify ``captions_meeting_<id>``, and each meeting with
-viewers here ``LISTEN``s to its channel, so partials, finals, renames, the meeting's end and revoked viewer
-links from any replica reach every viewer at once, without polling. SQL is read only when the channel
-opens, when notifications may have been lost (the bus reconnected, a final too large for a notification, a
-gap in a stream's numbers) and while an ended meeting waits for its last streams.
+viewers here ``LISTEN``s to its channel, so partials, finals, speaker statuses, renames, the meeting's end
+and revoked viewer links from any replica reach every viewer at once, without polling. SQL is read only
+when the channel opens, when notifications may have been lost (the bus reconnected, a final too large for
+a notification, a gap in a stream's numbers) and while an ended meeting waits for its last streams.
 
 On SQLite (one replica) the fan-out is in process, as before: each meeting with viewers here also has one
 poller that reads SQL every ``poll_s`` for finals not published here, renames and the meeting's end.
