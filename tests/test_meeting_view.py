@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -100,6 +101,42 @@ class _Speaker:
     meeting_id = 1
     user_id = 1
     utterance = 0
+
+
+def test_a_vanished_speaker_stays_reconnecting_until_resumed_or_its_resume_window_closes() -> None:
+    """The connection that vanished ends later ("stopped" from its cleanup): it stays reconnecting; a late
+    word from a superseded connection never undoes the resumed one's; an unresumed one stops when its
+    window closes, and the viewers are told each change."""
+
+    @dataclass
+    class Connection:
+        session_id: str
+        generation: int = 0
+        meeting_id: int = 1
+        user_id: int = 7
+        utterance: int = 0
+
+    async def scenario() -> tuple[list[str], dict[str, str]]:
+        feed = MeetingFeed(Database("sqlite+aiosqlite:///:memory:"))
+        viewer = Viewer(1, 16)
+        feed.channels[1] = Channel(1, viewers={viewer})
+        a, b = Connection("a"), Connection("b")
+        feed.publish_status(a, "live")
+        feed.publish_status(a, "reconnecting", resume_window_s=60)
+        feed.publish_status(a, "stopped")  # the vanished connection's end: not a stop
+        feed.publish_status(Connection("a", generation=1), "live")  # resumed
+        feed.publish_status(a, "stopped")  # the superseded connection, late
+        feed.publish_status(b, "live")
+        feed.publish_status(b, "reconnecting", resume_window_s=0.05)
+        await asyncio.sleep(0.2)  # b's window closes unresumed
+        told = [f"{s.session_id}{s.generation}:{s.state}" for _, s in await viewer.next()]
+        return told, {k: v.state for k, v in feed.statuses[1].items()}
+
+    told, known = asyncio.run(scenario())
+    assert told == ["a0:live", "a0:reconnecting", "a1:live", "b0:live", "b0:reconnecting", "b0:stopped"]
+    assert known == {"a": "live"}  # what a new viewer is told; b is forgotten
+    with pytest.raises(ValueError, match="state must be one of"):
+        MeetingFeed(Database("sqlite+aiosqlite:///:memory:")).publish_status(Connection("c"), "gone")
 
 
 # ----- caption files ---------------------------------------------------------------------------------------
