@@ -30,8 +30,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Two workers, one test file each at a time (module fixtures stay per file): the suite waits on servers,
+# browsers and databases as much as it computes, so the two cores overlap.
 test: $(STAMP) system-deps lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
