@@ -59,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CAPTIONS_X=V",
         help="setting for --start-server (repeatable), e.g. CAPTIONS_MAX_SESSIONS=128",
     )
+    target.add_argument(
+        "--server-checkout",
+        type=Path,
+        help="with --start-server: run `captions serve` from this checkout (e.g. a `git worktree` of an "
+        "older commit), so two versions are measured by the same client",
+    )
     target.add_argument("--server-pid", type=int, help="pid of the --url server, for its CPU and memory")
     target.add_argument("--origin", help="Origin header (default: the URL's scheme://host:port)")
     target.add_argument("--server-start-timeout-s", type=float, default=600.0)
@@ -228,7 +234,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"invalid options: {exc}", file=sys.stderr)
         return 2
-    server = ServerProcess(dict(args.server_env), args.server_start_timeout_s) if args.start_server else None
+    server = (
+        ServerProcess(dict(args.server_env), args.server_start_timeout_s, args.server_checkout)
+        if args.start_server
+        else None
+    )
     try:
         if server is not None:
             server.start()

@@ -31,7 +31,13 @@ def free_port() -> int:
 class ServerProcess:
     """The service in a child process. ``extra_env`` (``CAPTIONS_*``) overrides the throwaway settings."""
 
-    def __init__(self, extra_env: dict[str, str] | None = None, start_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        extra_env: dict[str, str] | None = None,
+        start_timeout_s: float = 600.0,
+        checkout: Path | None = None,
+    ) -> None:
+        self.checkout = checkout or REPO_ROOT  # the source tree `captions serve` runs from
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.admin_password = secrets.token_urlsafe(16)
@@ -64,11 +70,16 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         """Migrate the database, start serving and wait for /readyz (raises with the log tail)."""
         subprocess.run(
-            self._cli("migrate"), env=self.env, cwd=REPO_ROOT, check=True, capture_output=True, timeout=300
+            self._cli("migrate"),
+            env=self.env,
+            cwd=self.checkout,
+            check=True,
+            capture_output=True,
+            timeout=300,
         )
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                self._cli("serve"), env=self.env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT
+                self._cli("serve"), env=self.env, cwd=self.checkout, stdout=log, stderr=subprocess.STDOUT
             )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

@@ -4,6 +4,7 @@ order (partials dropped, then 503 handshakes, then 1013 busy) without losing a f
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import struct
 import wave
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from loadtest.audio import AudioLoop, speech_ends
+from loadtest.cli import add_arguments
 from loadtest.client import ClientResult
 from loadtest.report import (
     Criteria,
@@ -26,6 +28,7 @@ from loadtest.report import (
     write_outputs,
 )
 from loadtest.runner import LoadTestConfig, run_loadtest
+from loadtest.server import ServerProcess
 from loadtest.vocabulary import generate_terms
 from tests.support.fake_engine import FakeEngine
 from tests.support.server import ADMIN_PASSWORD, LiveServer, make_settings
@@ -227,7 +230,6 @@ def test_fault_mode_kill_9_mid_run_loses_and_doubles_nothing(tmp_path: Path) -> 
     """``captions loadtest --start-server --kill-at-s``: `captions serve` with the bundled model is killed
     with SIGKILL mid-step and started again; every client resumes as the page does and sends its audio again
     from ``resume_from_s``: no final lost, received twice, or decoded twice (overlapping times)."""
-    from loadtest.server import ServerProcess
 
     with ServerProcess() as server:
         config = LoadTestConfig(
@@ -244,3 +246,23 @@ def test_fault_mode_kill_9_mid_run_loses_and_doubles_nothing(tmp_path: Path) -> 
     assert (step["finals_lost"], step["finals_duplicated"], step["finals_unpersisted"]) == (0, 0, 0)
     assert step["finals_overlapping"] == 0
     assert step["errors"] == {}, step
+
+
+def test_start_server_can_run_another_checkout(tmp_path: Path) -> None:
+    """``--server-checkout``: `captions serve` runs from the given source tree (an older commit's worktree),
+    so two versions are measured by the same client. A stand-in tree records what ran, then exits."""
+    package = tmp_path / "older" / "backend"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text(
+        "import pathlib, sys\n"
+        "pathlib.Path(__file__).with_name(sys.argv[1] + '.ran').write_text(sys.argv[1])\n"
+        "sys.exit(0 if sys.argv[1] == 'migrate' else 3)\n"
+    )
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--start-server", "--server-checkout", str(tmp_path / "older")])
+    server = ServerProcess(checkout=args.server_checkout, start_timeout_s=30)
+    with pytest.raises(RuntimeError, match="exited with 3"):
+        server.start()
+    assert (package / "migrate.ran").exists() and (package / "serve.ran").exists()
