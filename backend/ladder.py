@@ -65,7 +65,7 @@ class LoadLadder:
     window_s: float = 0.0  # the pressure is the least reading of this long: a backlog that does not go down
     rung: Rung = Rung.NORMAL
     since: float = field(default_factory=time.monotonic)
-    climbed: list[tuple[float, Rung]] = field(default_factory=list)  # every change, for reports and tests
+    climbed: deque[tuple[float, Rung]] = field(default_factory=lambda: deque(maxlen=64))  # the last changes
     _calm_since: float | None = None
     _last_shed: float = float("-inf")
     _readings: deque[tuple[float, float]] = field(default_factory=deque)

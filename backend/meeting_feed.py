@@ -569,32 +569,30 @@ class MeetingFeed:
             return None
         return clock.place(segment).message()
 
-    async def partial_message(self, channel: Channel, partial: Partial) -> dict[str, Any]:
-        """The viewer message of a partial, labelled with its speaker."""
+    async def _speaker(self, channel: Channel, user_id: int) -> dict[str, Any]:
+        """A message's speaker label (the meeting's clock re-read once for a speaker it does not know)."""
         clock = channel.clock
-        if clock is None or partial.user_id not in clock.names:
+        if clock is None or user_id not in clock.names:
             with contextlib.suppress(SQLAlchemyError):
                 clock = await self.refresh(channel)
-        name = clock.speaker(partial.user_id) if clock is not None else ""
+        return {"user_id": user_id, "name": clock.speaker(user_id) if clock is not None else ""}
+
+    async def partial_message(self, channel: Channel, partial: Partial) -> dict[str, Any]:
+        """The viewer message of a partial, labelled with its speaker."""
         return {
             "type": "partial",
             "session_id": partial.session_id,
-            "speaker": {"user_id": partial.user_id, "name": name},
+            "speaker": await self._speaker(channel, partial.user_id),
             "utterance": partial.utterance,
             "text": partial.text,
         }
 
     async def status_message(self, channel: Channel, status: SpeakerStatus) -> dict[str, Any]:
         """The viewer message of a speaker's status, labelled with its speaker."""
-        clock = channel.clock
-        if clock is None or status.user_id not in clock.names:
-            with contextlib.suppress(SQLAlchemyError):
-                clock = await self.refresh(channel)
-        name = clock.speaker(status.user_id) if clock is not None else ""
         return {
             "type": "speaker_status",
             "session_id": status.session_id,
-            "speaker": {"user_id": status.user_id, "name": name},
+            "speaker": await self._speaker(channel, status.user_id),
             "state": status.state,
         }
 

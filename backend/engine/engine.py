@@ -344,10 +344,13 @@ class Engine:
     def busy_fraction(self, now: float | None = None) -> float:
         """The share of the last ``BUSY_WINDOW_S`` the decode thread spent in steps."""
         now = time.monotonic() if now is None else now
-        while self._recent_steps and self._recent_steps[0][1] < now - BUSY_WINDOW_S:
-            self._recent_steps.popleft()
+        self._forget_steps_before(now - BUSY_WINDOW_S)
         busy = sum(end - max(start, now - BUSY_WINDOW_S) for start, end in self._recent_steps)
         return busy / BUSY_WINDOW_S
+
+    def _forget_steps_before(self, cutoff: float) -> None:
+        while self._recent_steps and self._recent_steps[0][1] < cutoff:
+            self._recent_steps.popleft()
 
     async def _gather(self) -> None:
         """Wait until every live stream has a chunk waiting (up to ``max_batch_streams``) or until the oldest
@@ -404,6 +407,7 @@ class Engine:
             return
         ended = time.monotonic()
         self._recent_steps.append((started, ended))
+        self._forget_steps_before(ended - BUSY_WINDOW_S)  # kept bounded whether or not anyone reads it
         self._last_step_ms = (ended - started) * 1000.0
         self._last_batch_streams = len(batch)
         self._max_batch_streams_seen = max(self._max_batch_streams_seen, len(batch))

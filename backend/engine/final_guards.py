@@ -208,8 +208,6 @@ def skipped_words(first: str, second: str) -> int:
     """The longest run of ``first``'s words that ``second`` has nothing for (a deletion in their word
     alignment, less what a replacement puts in its place): Whisper skips a sentence of a long window, while
     its corrections ("cold hardened" -> "cold-hearted") replace words one for one."""
-    import difflib
-
     a = [w for word in words_of(first) for w in word.split("-")]
     b = [w for word in words_of(second) for w in word.split("-")]
     runs = [

@@ -154,10 +154,6 @@ class FinalPass:
     def stream_count(self) -> int:
         return len(self._audio)
 
-    def refine(self, items: list[StepItem], outputs: list[StepOutput]) -> list[StepOutput]:
-        """The step's outputs with every final refined; streams whose last chunk this was are forgotten."""
-        return self.apply(self.take(items, outputs))
-
     def take(self, items: list[StepItem], outputs: list[StepOutput]) -> RefineJob:
         """Decode thread, right after the first pass: cut each final's audio out of its stream's kept audio
         (copies) and forget the streams whose last chunk this was. What it returns is all ``apply`` reads, so
