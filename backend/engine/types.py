@@ -65,7 +65,8 @@ class EngineConfig:
     (beam decoding): an utterance longer than ``long_utterance_s`` also ends on a pause of
     ``long_utterance_pause_ms``, and one reaching ``max_utterance_s`` ends at once, so that every final fits
     the second pass's window and is checked (a 44 s reading without a long pause was one unread final);
-    past ``very_long_utterance_s`` any pause of two frames ends it. ``sentence_pause_ms`` (beam decoding): an
+    past ``very_long_utterance_s`` (off at the default, = ``max_utterance_s``) any pause of two frames ends
+    it. ``sentence_pause_ms`` (beam decoding): an
     utterance whose last label closes a sentence (``. ? !``) ends on this shorter pause (issue 37).
     ``stop_history_eou_ms``: trailing silence (blank frames) that ends an
     utterance. ``max_live_streams``: open streams beyond this raise ``EngineOverloaded``.
@@ -111,9 +112,9 @@ class EngineConfig:
     left_context_s: float = 2.0
     right_context_s: float = 0.0
     stop_history_eou_ms: int = 800
-    long_utterance_s: float = 8.0
+    long_utterance_s: float = 12.0
     long_utterance_pause_ms: int = 320
-    very_long_utterance_s: float = 15.0
+    very_long_utterance_s: float = 25.0
     max_utterance_s: float = 25.0
     sentence_pause_ms: int = 800
     max_live_streams: int = 256

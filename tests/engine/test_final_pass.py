@@ -116,7 +116,7 @@ async def test_speech_without_a_long_pause_is_cut_into_finals_whisper_can_read(
         finals = await finals_of(engine, audio)
         outcomes = dict(engine.stats().final_pass_outcomes)
     assert len(finals) >= 2
-    assert max(f.end_s - f.start_s for f in finals) <= 17  # ended on a pause past 8 s, any pause past 15 s
+    assert max(f.end_s - f.start_s for f in finals) <= 26  # ended on a comma's pause, 25 s at the most
     assert outcomes.get("too_long", 0) == 0 and sum(outcomes.values()) >= len(finals)  # Whisper read each
     words = " ".join(f.text for f in finals).split()
     assert len(words) >= 0.8 * len(sentence.split())  # no part of the speech was lost at a cut
