@@ -20,26 +20,26 @@ from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, drafts, live, meeting_view, meetings, transcripts, users, vocabularies
-from backend.api.errors import (
+from backend.config import REPO_ROOT, Settings, engine_config, get_settings
+from backend.db.session import Database
+from backend.edge.errors import (
     ApiError,
     api_error_handler,
     engine_unavailable_handler,
     http_error_handler,
     storage_unavailable_handler,
 )
-from backend.config import REPO_ROOT, Settings, engine_config, get_settings
-from backend.db.session import Database
-from backend.dictations import SWEEP_S, sweep_idle_dictations
+from backend.edge.http_limits import BodyCaps, BodyLimit, ClientRateLimit, LoginGate, RequestConcurrency
+from backend.edge.logs import configure_logging, get_logger
+from backend.edge.security import DeviceCodec, LoginRateLimiter, SessionCodec
 from backend.engine.contract import CaptionEngine
-from backend.http_limits import BodyCaps, BodyLimit, ClientRateLimit, LoginGate, RequestConcurrency
-from backend.ladder import Rung, run_ladder
-from backend.live import LiveSession
-from backend.logs import configure_logging, get_logger
-from backend.security import DeviceCodec, LoginRateLimiter, SessionCodec
+from backend.meeting_view.viewer_ws import viewer_endpoint
 from backend.services import EngineUnavailable, Services, ensure_admin, secret_key
-from backend.token_watch import watch_api_tokens
-from backend.viewer_ws import viewer_endpoint
-from backend.ws import websocket_endpoint
+from backend.sessions.dictations import SWEEP_S, sweep_idle_dictations
+from backend.sessions.ladder import Rung, run_ladder
+from backend.sessions.live import LiveSession
+from backend.sessions.token_watch import watch_api_tokens
+from backend.sessions.ws import websocket_endpoint
 from biasing.terms import TermLimits
 
 log = get_logger(__name__)

@@ -43,7 +43,7 @@ def _create_user(args: argparse.Namespace) -> int:
 
     from backend.db.models import Role, User
     from backend.db.session import Database
-    from backend.security import hash_password
+    from backend.edge.security import hash_password
 
     password = os.environ.get("CAPTIONS_NEW_USER_PASSWORD") or getpass.getpass(
         f"password for {args.username}: "

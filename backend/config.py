@@ -230,8 +230,8 @@ class Settings(BaseSettings):
         description="Audio a resuming client may send again at once (from the end of the last stored final, "
         "plus what it captured while disconnected), s; older audio is not asked for.",
     )
-    # The degradation ladder (backend/ladder.py): backlog beyond the chunk being decoded, in seconds, at
-    # which each rung is climbed, in this order.
+    # The degradation ladder (backend/sessions/ladder.py): backlog beyond the chunk being decoded, in
+    # seconds, at which each rung is climbed, in this order.
     ladder_second_pass_off_s: float = Field(
         0.5, gt=0, description="Ladder rung 1: new finals keep the streaming pass's text, s of backlog."
     )

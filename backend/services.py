@@ -13,13 +13,13 @@ from sqlalchemy.exc import IntegrityError
 from backend.config import Settings
 from backend.db.models import Role, User
 from backend.db.session import Database
+from backend.edge.logs import get_logger
+from backend.edge.metrics import Metrics
+from backend.edge.security import DeviceCodec, LoginRateLimiter, PasswordWorker, SessionCodec, hash_password
 from backend.engine.contract import CaptionEngine
-from backend.ladder import LoadLadder, Rung
-from backend.live import LiveHub
-from backend.logs import get_logger
-from backend.metrics import Metrics
-from backend.persist import PersistHealth
-from backend.security import DeviceCodec, LoginRateLimiter, PasswordWorker, SessionCodec, hash_password
+from backend.sessions.ladder import LoadLadder, Rung
+from backend.sessions.live import LiveHub
+from backend.sessions.persist import PersistHealth
 from biasing.terms import TermLimits
 
 log = get_logger(__name__)
@@ -81,7 +81,8 @@ class Services:
             "engine": bool(self.engine.ready),
             "not_draining": not self.hub.draining,
             "capacity": self.hub.slots.total < self.settings.max_sessions,
-            "not_lagging": self.ladder.rung < Rung.REFUSE_NEW,  # the degradation ladder (backend/ladder.py)
+            # the degradation ladder (backend/sessions/ladder.py)
+            "not_lagging": self.ladder.rung < Rung.REFUSE_NEW,
             "persisting": self.persist.healthy(),
         }
 

@@ -1,5 +1,5 @@
 """How long a partial or final takes to reach a meeting viewer on ANOTHER replica (issue 40): PostgreSQL's
-LISTEN/NOTIFY bus (backend/feed_bus.py) between two replica processes on one host.
+LISTEN/NOTIFY bus (backend/meeting_view/bus.py) between two replica processes on one host.
 
 Two replicas (forked from one import, the fake decoder: the bus's latency does not depend on the model) share
 a throwaway PostgreSQL; speakers stream on replica A, a viewer watches on replica B. For every partial and

@@ -123,9 +123,9 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
 
 def shown_hyps(hyps: Sequence[str], eval_set: EvalSet, biasing: str) -> list[str]:
     """The captions a user would read: each hypothesis through the service's display-form rewrite
-    (``backend.vocab.EffectiveVocabulary.apply``) with its utterance's list as a user keeps it: typed in
+    (``backend.text.vocab.EffectiveVocabulary.apply``) with its utterance's list as a user keeps it: typed in
     lower case, with the display form ("husqvarna" shown as "Husqvarna"). Without a list, unchanged."""
-    from backend.vocab import EffectiveVocabulary, VocabularyTerm
+    from backend.text.vocab import EffectiveVocabulary, VocabularyTerm
 
     vocabularies: dict[str, EffectiveVocabulary] = {}
     out = []

@@ -270,7 +270,7 @@ def capacity(steps: Sequence[dict[str, Any]]) -> int:
 
 
 RUNG = "captions_load_rung"
-# the rungs of backend.ladder, in order
+# the rungs of backend.sessions.ladder, in order
 LADDER = ("second_pass_off", "greedy_for_new", "fewer_partials", "refuse_new", "shed_newest")
 
 CSV_FIELDS = (

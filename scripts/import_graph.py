@@ -1,18 +1,26 @@
 """The project's import graph between its own packages: draws it, and checks it has no loops and keeps the
 layers (``python scripts/import_graph.py [--dot]``; exit 1 on a loop or a layer broken).
 
-Layers, bottom up (a package may import only those listed for it, and itself):
+Layers, bottom up (a package may import only those listed for it, and itself; docs/architecture.md draws
+them):
 
 - ``biasing``: the pure graph compiler (numpy, SentencePiece); ``biasing.nemo`` is its NeMo adapter, which
   the pure part never imports.
 - ``captions_model``: the bundled models' code; imports only the pure ``biasing`` (its Whisper tokenizer
   adapter implements ``biasing.tokenizer.GraphTokenizer``).
-- ``backend.engine``: the batched decoder; imports ``biasing`` and ``captions_model``, nothing else of the
-  service.
-- ``backend``: the service; imports the three above. Only ``backend.cli`` may reach the tools (``eval``,
-  ``loadtest``), lazily, for its sub-commands.
+- ``backend.engine``: the batched decoder; imports ``biasing`` and ``captions_model``, nothing of the web
+  layer.
+- The service (``backend``), by domain: ``backend.config`` (settings, and their mapping onto the engine's
+  ``EngineConfig``) imports only the engine and the libraries;
+  ``backend.text`` (pure text transforms) only the libraries; ``backend.db`` only the settings;
+  ``backend.edge`` (limits, security, tickets, errors, logs, metrics) the database and settings, never
+  ``backend.api`` or a domain; ``backend.meeting_view`` the edge, text and database, never
+  ``backend.sessions``; ``backend.sessions`` the meeting view (its hub owns the feed), the engine, edge,
+  text and database; ``backend.api`` every domain. Of the composition root (``backend``'s top-level
+  modules) a domain may name ``backend.config`` and ``backend.services`` (the container every handler is
+  given), nothing else; ``backend.services`` builds that container from the domains.
 - ``eval``, ``loadtest``, ``training``, ``bench``: tools over the service's packages; ``tests`` may import
-  anything.
+  anything. Only ``backend.cli`` may reach the tools (``eval``, ``loadtest``), lazily, for its sub-commands.
 
 Imports under ``if TYPE_CHECKING:`` count: a loop there is still a loop in the design.
 """
@@ -29,16 +37,39 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("backend", "biasing", "captions_model", "eval", "loadtest", "training", "bench", "tests")
 SKIP_PARTS = {".venv", "build", "node_modules", "__pycache__", "var", "data"}
 
+LIBRARIES = {"biasing", "biasing.nemo", "captions_model"}
+ROOT_SHARED = {"backend.config", "backend.services"}
+"""What a domain may import of the composition root: the settings and the services container."""
+BELOW_DOMAINS = {"backend.config", "backend.db", "backend.edge", "backend.text"}
+SERVICE = BELOW_DOMAINS | {
+    "backend",
+    "backend.api",
+    "backend.engine",
+    "backend.meeting_view",
+    "backend.nemo_modules",
+    "backend.services",
+    "backend.sessions",
+}
+
 ALLOWED: dict[str, set[str]] = {
     "captions_model": {"biasing"},
     "biasing": set(),
     "biasing.nemo": {"biasing"},
-    "backend.engine": {"biasing", "biasing.nemo", "captions_model"},
-    "backend": {"backend.engine", "biasing", "biasing.nemo", "captions_model"},
-    "eval": {"backend", "backend.engine", "biasing", "biasing.nemo", "captions_model"},
-    "loadtest": {"backend", "backend.engine", "biasing", "captions_model"},
-    "training": {"backend", "backend.engine", "biasing", "biasing.nemo", "captions_model", "eval"},
-    "bench": {"backend", "backend.engine", "biasing", "biasing.nemo", "captions_model", "tests"},
+    "backend.engine": LIBRARIES,
+    "backend.nemo_modules": {"captions_model"},
+    "backend.config": {"backend.engine", *LIBRARIES},
+    "backend.text": {"biasing", "captions_model"},
+    "backend.db": {"backend.config"},
+    "backend.edge": {"backend.config", "backend.db", *LIBRARIES},
+    "backend.meeting_view": BELOW_DOMAINS | ROOT_SHARED | LIBRARIES,
+    "backend.sessions": BELOW_DOMAINS | ROOT_SHARED | LIBRARIES | {"backend.meeting_view", "backend.engine"},
+    "backend.api": SERVICE - {"backend", "backend.nemo_modules"} | LIBRARIES,
+    "backend.services": BELOW_DOMAINS | LIBRARIES | {"backend.engine", "backend.sessions"},
+    "backend": SERVICE | LIBRARIES,
+    "eval": SERVICE | LIBRARIES,
+    "loadtest": SERVICE | LIBRARIES,
+    "training": SERVICE | LIBRARIES | {"eval"},
+    "bench": SERVICE | LIBRARIES | {"tests"},
 }
 EXCEPTIONS = {("backend.cli", "eval"), ("backend.cli", "loadtest")}
 """(module, layer) pairs allowed outside the rules: the CLI's sub-commands import their tools lazily."""
@@ -189,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         print(to_dot(drawn))
     else:
         for layer in sorted(drawn):
-            print(f"{layer:16} -> {', '.join(sorted(drawn[layer])) or '(nothing of ours)'}")
+            print(f"{layer:21} -> {', '.join(sorted(drawn[layer])) or '(nothing of ours)'}")
     problems = [f"loop: {' <-> '.join(c)}" for c in loops(edges)]
     problems += [f"layer: {b}" for b in broken_layers(edges)]
     for problem in problems:

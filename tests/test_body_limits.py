@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from backend.jsonlimits import nesting_depth
+from backend.edge.jsonlimits import nesting_depth
 from tests.support.fake_engine import FakeEngine
 from tests.support.server import LiveServer, login, make_settings
 from tests.support.server_process import ServerProcess

@@ -442,7 +442,7 @@ def _nginx_bytes(value: str) -> int:
 
 def test_nginx_body_caps_match_the_apps(tmp_path: Path) -> None:
     """nginx refuses what the app would refuse, never less (the app's 413 is typed JSON)."""
-    from backend.api.drafts import MAX_DRAFT_BODY_BYTES
+    from backend.edge.http_limits import MAX_DRAFT_BODY_BYTES
 
     settings = Settings(data_dir=tmp_path)
     directives = _nginx_directives()

@@ -1,4 +1,4 @@
-"""Spoken dictation commands in Python (``backend.dictation_commands``): the shared fixture (the page's
+"""Spoken dictation commands in Python (``backend.text.dictation_commands``): the shared fixture (the page's
 JavaScript is held to the same cases in tests/browser/test_dictation_commands.py) and the caption files of
 a dictation, where a command's words are dropped and a scratched cue is left out."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.dictation_commands import cue_texts, dictate, parse_utterance
+from backend.text.dictation_commands import cue_texts, dictate, parse_utterance
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "dictation_commands_cases.json").read_text("utf-8"))
 

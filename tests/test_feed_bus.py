@@ -1,5 +1,5 @@
-"""The meeting view's PostgreSQL bus (``backend.feed_bus``) between two replicas' feeds, on a real PostgreSQL:
-what replica A publishes reaches a viewer on replica B without polling; a final too large for a
+"""The meeting view's PostgreSQL bus (``backend.meeting_view.bus``) between two replicas' feeds, on a real
+PostgreSQL: what replica A publishes reaches a viewer on replica B without polling; a final too large for a
 notification arrives by reference; a lost connection on either side loses nothing (docs/protocol.md,
 "Several replicas"). Each scenario runs on its own thread's event loop: SQLAlchemy's greenlets on the main
 thread upset CPython 3.11's recursion counter, and pytest's later ast.parse then fails."""
@@ -30,8 +30,8 @@ from backend.db.models import (
     utcnow,
 )
 from backend.db.session import Database
-from backend.feed_bus import MAX_PAYLOAD_BYTES, PayloadTooLarge, PostgresBus, encode
-from backend.meeting_feed import MeetingFeed, Partial, Viewer
+from backend.meeting_view.bus import MAX_PAYLOAD_BYTES, PayloadTooLarge, PostgresBus, encode
+from backend.meeting_view.feed import MeetingFeed, Partial, Viewer
 
 pytestmark = pytest.mark.postgres
 

@@ -230,7 +230,7 @@ def test_logged_exceptions_carry_their_traceback(capsys: pytest.CaptureFixture[s
 
     import structlog
 
-    from backend.logs import configure_logging, get_logger
+    from backend.edge.logs import configure_logging, get_logger
 
     saved = structlog.get_config()
     configure_logging("info")  # writes to this test's captured stderr: restored below

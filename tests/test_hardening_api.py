@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
-from backend.jsonlimits import ClientJsonError, loads, nesting_depth
+from backend.edge.jsonlimits import ClientJsonError, loads, nesting_depth
 
 
 def _vocabulary(admin: TestClient) -> int:

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-import backend.security
-from backend.security import PasswordBusy, PasswordWorker, hash_password
+import backend.edge.security
+from backend.edge.security import PasswordBusy, PasswordWorker, hash_password
 from tests.support.fake_engine import FakeEngine
 from tests.support.server import LiveServer, make_settings
 
@@ -94,7 +94,7 @@ def test_argon2_runs_on_the_password_pool_not_the_event_loop(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads: list[str] = []
-    real = backend.security._hasher
+    real = backend.edge.security._hasher
 
     class Recording:
         def verify(self, password_hash: str, password: str) -> bool:
@@ -105,7 +105,7 @@ def test_argon2_runs_on_the_password_pool_not_the_event_loop(
             threads.append(threading.current_thread().name)
             return real.hash(password)
 
-    monkeypatch.setattr(backend.security, "_hasher", Recording())
+    monkeypatch.setattr(backend.edge.security, "_hasher", Recording())
     assert client.post("/api/auth/login", json=wrong()).status_code == 401
     assert threads and all(name.startswith("argon2") for name in threads), threads
 

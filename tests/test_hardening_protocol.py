@@ -13,12 +13,12 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
-import backend.ws
-from backend import resume
+import backend.sessions.ws
 from backend.config import Settings
 from backend.db.models import Meeting, Role, StreamSession, User, utcnow
 from backend.db.session import Database
 from backend.engine.types import StreamOptions
+from backend.sessions import resume
 from tests.support.fake_engine import FakeEngine, FakeStream, chunk
 from tests.support.server import LiveServer, make_settings
 from tests.test_protocol import (
@@ -114,7 +114,7 @@ async def test_a_bug_in_the_reader_ends_the_session_and_flushes_finals(
     def broken_parser(raw: str) -> dict[str, object]:
         raise KeyError("a bug in the reader")
 
-    monkeypatch.setattr(backend.ws, "parse_json", broken_parser)
+    monkeypatch.setattr(backend.sessions.ws, "parse_json", broken_parser)
     await ws.send(chunk(13))
     await ws.send(json.dumps({"type": "keepalive"}))
     messages = await asyncio.wait_for(collect(ws), 10)
@@ -323,7 +323,7 @@ async def test_a_failed_persist_is_visible_and_the_session_can_resume(
     ],
 )
 def test_restart_point(last_end_s: float, audio_s: float, buffered_from_s: float, expected: float) -> None:
-    from backend.caption_store import restart_point
+    from backend.sessions.caption_store import restart_point
 
     assert restart_point(last_end_s, audio_s, buffered_from_s, 30.0) == pytest.approx(expected, abs=1e-9)
 

@@ -25,8 +25,8 @@ import yaml
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from backend.api.drafts import MAX_DRAFT_BODY_BYTES
 from backend.config import Settings
+from backend.edge.http_limits import MAX_DRAFT_BODY_BYTES
 from backend.server import server_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,7 +278,7 @@ def test_secrets_come_as_files_the_entrypoint_reads_and_none_is_rendered(
 def test_gpu_replicas_take_one_gpu_each_and_scale_on_live_sessions(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
-    from backend.metrics import Metrics
+    from backend.edge.metrics import Metrics
 
     objects = rendered["gpu"]
     pod = one(objects, "Deployment", "captions")["spec"]["template"]["spec"]

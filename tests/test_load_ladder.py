@@ -17,8 +17,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 
 from backend.config import Settings
-from backend.ladder import LoadLadder, Rung, pressure_of
 from backend.services import ladder_thresholds
+from backend.sessions.ladder import LoadLadder, Rung, pressure_of
 from tests.support.fake_engine import FakeEngine, chunk
 from tests.support.server import LiveServer, make_settings
 from tests.test_protocol import collect, meeting, open_ws, start, ticket

@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import select
 from starlette.testclient import TestClient
 
-from backend.captions_export import Cue, render_captions
 from backend.config import Settings
 from backend.db.models import CaptionSegment, Meeting, StreamSession, User, ViewerLink
 from backend.db.session import Database
-from backend.meeting_feed import Channel, MeetingFeed, SeqTracker, Viewer
+from backend.meeting_view.feed import Channel, MeetingFeed, SeqTracker, Viewer
+from backend.text.captions_export import Cue, render_captions
 from tests.support.server import query
 
 T0 = datetime(2026, 12, 6, 9, 0, 0, tzinfo=UTC)

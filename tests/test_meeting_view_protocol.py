@@ -255,7 +255,7 @@ async def test_a_stalled_viewer_is_dropped_and_never_slows_the_speaker(
     """docs/reliability.md row 23, end to end: the viewer's socket task stalls for 3 s on its first event;
     the speaker's five finals all arrive meanwhile, the viewer's queue (4 events) overflows and it is closed
     1013 ``too_slow``."""
-    from backend.viewer_ws import MeetingViewerSocket
+    from backend.meeting_view.viewer_ws import MeetingViewerSocket
 
     deliver = MeetingViewerSocket._deliver
 

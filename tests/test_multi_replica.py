@@ -1,7 +1,7 @@
 """Three replicas behind nginx on one PostgreSQL, as a cluster runs them (issue 40): two speakers on
 different replicas and a viewer on the third see one live timeline with partials (pushed over PostgreSQL's
-LISTEN/NOTIFY, ``backend.feed_bus``); kill -9 of one speaker's replica mid-sentence: its client resumes
-through nginx on another replica and no final is lost or doubled; SIGTERM of the other's: its session
+LISTEN/NOTIFY, ``backend.meeting_view.bus``); kill -9 of one speaker's replica mid-sentence: its client
+resumes through nginx on another replica and no final is lost or doubled; SIGTERM of the other's: its session
 drains and resumes elsewhere.
 
 Each replica is a real process serving as ``captions serve`` does (``DrainingServer`` and ``server_config``,

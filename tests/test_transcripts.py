@@ -14,10 +14,10 @@ from sqlalchemy import select
 from starlette.testclient import TestClient
 
 from backend.api.transcripts import suggest_terms
-from backend.captions_export import export_filename
 from backend.config import Settings
 from backend.db.models import CaptionSegment
 from backend.db.session import Database
+from backend.text.captions_export import export_filename
 from tests.support.server import ADMIN_PASSWORD
 from tests.test_meeting_view import MEMBER, _as, _member, _seed_two_speakers
 
@@ -212,7 +212,7 @@ def test_my_dictations_are_titled_by_their_first_words_and_a_dictation_left_live
     from datetime import timedelta
 
     from backend.db.models import Meeting, MeetingStatus, StreamSession
-    from backend.dictations import IDLE_END_S, end_idle_dictations
+    from backend.sessions.dictations import IDLE_END_S, end_idle_dictations
     from tests.test_meeting_view import T0
 
     admin_id = admin.get("/api/auth/me").json()["user"]["id"]

@@ -1,4 +1,4 @@
-"""Written form for display (``backend.written_form``): a hand-checked table shared with the page's
+"""Written form for display (``backend.text.written_form``): a hand-checked table shared with the page's
 ``written-form.js`` (tests/fixtures/written_form_cases.json), and round trips through ``spoken_form``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend.written_form import to_written
+from backend.text.written_form import to_written
 from captions_model.spoken_form import number_to_words, ordinal_words, to_spoken_form
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "written_form_cases.json").read_text("utf-8"))

@@ -11,13 +11,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backend.api.deps import TOKEN_SCOPES, path_int, require_user, services
-from backend.api.errors import ApiError, field, json_body, not_found
 from backend.api.meeting_view import clean_display_name
 from backend.db.models import ApiToken, User, utcnow
 from backend.db.session import as_utc
-from backend.http_limits import LOGIN_ROUTE, login_locked
-from backend.logs import get_logger
-from backend.security import (
+from backend.edge.errors import ApiError, field, json_body, not_found
+from backend.edge.http_limits import LOGIN_ROUTE, login_locked
+from backend.edge.logs import get_logger
+from backend.edge.security import (
     DEVICE_COOKIE,
     SESSION_COOKIE,
     CookieSession,

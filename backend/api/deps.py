@@ -10,10 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
-from backend.api.errors import ApiError
 from backend.db.models import ApiToken, Role, User, utcnow
 from backend.db.session import as_utc
-from backend.security import SESSION_COOKIE, csrf_matches, token_hash
+from backend.edge.errors import ApiError
+from backend.edge.security import SESSION_COOKIE, csrf_matches, token_hash
 
 if TYPE_CHECKING:
     from backend.services import Services

@@ -13,15 +13,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backend.api.deps import Principal, path_int, require_user, services
-from backend.api.errors import ApiError, field, json_body, not_found
 from backend.db.models import DictationDraft, Meeting, MeetingKind, utcnow
 from backend.db.session import as_utc
+from backend.edge.errors import ApiError, field, json_body, not_found
+from backend.edge.http_limits import MAX_DRAFT_CHARS
 
-MAX_DRAFT_CHARS = 100_000
-"""Longest note kept (characters): some fifty pages of dictation; a longer one is refused, not cut."""
-MAX_DRAFT_BODY_BYTES = 4 * MAX_DRAFT_CHARS + 4096
-"""Largest PUT body read (bytes): the longest note in 4-byte UTF-8 characters plus the JSON around it; a
-larger body is refused while it arrives (``backend.http_limits``)."""
 LIST_LIMIT = 20
 """Drafts listed by ``GET /api/drafts`` (the latest first)."""
 

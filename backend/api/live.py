@@ -11,9 +11,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backend.api.deps import is_id, require_admin, services
-from backend.api.errors import ApiError, not_found
 from backend.db.models import CaptionSegment, Vocabulary, meeting_vocabularies
 from backend.db.queries import meeting_with_terms
+from backend.edge.errors import ApiError, not_found
 
 
 async def list_live(request: Request) -> JSONResponse:

@@ -17,9 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from backend.admission import LinkRefused, redeem_viewer_link
 from backend.api.deps import Principal, path_int, require_user, services
-from backend.api.errors import ApiError, field, json_body, not_found
 from backend.api.meetings import load_meeting, meeting_dict
 from backend.db.models import (
     Meeting,
@@ -32,9 +30,11 @@ from backend.db.models import (
     utcnow,
 )
 from backend.db.session import as_utc
-from backend.logs import get_logger
-from backend.meeting_timeline import speaker_names
-from backend.security import new_token, token_hash
+from backend.edge.errors import ApiError, field, json_body, not_found
+from backend.edge.logs import get_logger
+from backend.edge.security import new_token, token_hash
+from backend.meeting_view.admission import LinkRefused, redeem_viewer_link
+from backend.meeting_view.timeline import speaker_names
 
 log = get_logger(__name__)
 

@@ -13,8 +13,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from backend.api.deps import Principal, is_id, path_int, require_user, services
-from backend.api.errors import ApiError, field, json_body, not_found
-from backend.captions_export import Cue, content_disposition, export_filename, render_captions
 from backend.db.models import (
     Meeting,
     MeetingKind,
@@ -23,10 +21,12 @@ from backend.db.models import (
     Vocabulary,
     utcnow,
 )
-from backend.dictation_commands import cue_texts
-from backend.meeting_timeline import TimelineFinal, meeting_timeline
-from backend.security import new_ticket, token_hash
-from backend.written_form import to_written
+from backend.edge.errors import ApiError, field, json_body, not_found
+from backend.edge.security import new_ticket, token_hash
+from backend.meeting_view.timeline import TimelineFinal, meeting_timeline
+from backend.text.captions_export import Cue, content_disposition, export_filename, render_captions
+from backend.text.dictation_commands import cue_texts
+from backend.text.written_form import to_written
 
 DECODINGS = ("greedy", "beam")
 
@@ -291,7 +291,8 @@ async def meeting_captions(request: Request) -> Response:
     ---
     tags: [meetings]
     ``form``: ``written`` (numbers, doses, dates and times in written form: "600 mg",
-    ``backend.written_form``; vocabulary terms untouched) or ``spoken`` (the text as stored); the default is
+    ``backend.text.written_form``; vocabulary terms untouched) or ``spoken`` (the text as stored); the
+    default is
     written for a dictation, spoken for a meeting. JSON gives both (``text`` as stored, ``written``).
     ---
     tags: [meetings]

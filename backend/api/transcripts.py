@@ -21,7 +21,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backend.api.deps import Principal, path_int, require_user, services
-from backend.api.errors import ApiError, field, json_body, not_found
 from backend.api.meetings import load_meeting, meeting_dict
 from backend.db.models import (
     CaptionEdit,
@@ -36,10 +35,11 @@ from backend.db.models import (
     utcnow,
 )
 from backend.db.session import as_utc
-from backend.dictation_commands import cue_texts, dictate
-from backend.dictations import connected_meetings, end_idle_dictations
-from backend.meeting_timeline import TimelineFinal, meeting_timeline, speaker_names
-from backend.written_form import to_written
+from backend.edge.errors import ApiError, field, json_body, not_found
+from backend.meeting_view.timeline import TimelineFinal, meeting_timeline, speaker_names
+from backend.sessions.dictations import connected_meetings, end_idle_dictations
+from backend.text.dictation_commands import cue_texts, dictate
+from backend.text.written_form import to_written
 
 MAX_LINE_CHARS = 2000
 """Longest corrected line (characters)."""
@@ -412,7 +412,7 @@ async def list_transcripts(request: Request) -> JSONResponse:
     """The latest meetings the caller may read (``kind=meeting``) or the caller's own dictations
     (``kind=dictation``: "My dictations", an admin's too), each with a title (a dictation nobody named: its
     first words) and a preview of its text. Dictations left live (their page closed without Stop) are
-    ended first (``backend.dictations``).
+    ended first (``backend.sessions.dictations``).
     ---
     tags: [transcripts]
     parameters: [{name: kind, in: query, schema: {type: string, enum: [meeting, dictation]}}]

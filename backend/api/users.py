@@ -17,11 +17,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from backend.api.deps import path_int, require_admin, services
-from backend.api.errors import ApiError, field, json_body, not_found
 from backend.db.models import Role, User, UserInvite, utcnow
 from backend.db.session import as_utc
-from backend.logs import get_logger
-from backend.security import PasswordBusy, new_token, token_hash
+from backend.edge.errors import ApiError, field, json_body, not_found
+from backend.edge.logs import get_logger
+from backend.edge.security import PasswordBusy, new_token, token_hash
 
 log = get_logger(__name__)
 MIN_PASSWORD_CHARS = 10

@@ -14,10 +14,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from backend.api.deps import Principal, is_id, path_int, require_user, services
-from backend.api.errors import ApiError, field, json_body, not_found
 from backend.db.models import Term, Vocabulary, utcnow
-from backend.termforms import check_forms
-from backend.vocab import ItemError, VocabularyTerm, parse_import, parse_term_items, validate_terms
+from backend.edge.errors import ApiError, field, json_body, not_found
+from backend.text.termforms import check_forms
+from backend.text.vocab import ItemError, VocabularyTerm, parse_import, parse_term_items, validate_terms
 
 
 def vocabulary_dict(vocab: Vocabulary, with_terms: bool = False) -> dict[str, Any]:

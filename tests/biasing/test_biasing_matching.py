@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.vocab import EffectiveVocabulary, VocabularyTerm
+from backend.text.vocab import EffectiveVocabulary, VocabularyTerm
 from biasing.matching import Match, TermMatcher, canonical, find_matches
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.ladder import Rung
+from backend.sessions.ladder import Rung
 from tests.browser.conftest import live_meeting, log_in, screenshot
 from tests.browser.speech_engine import SENTENCE
 

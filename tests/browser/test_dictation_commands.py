@@ -1,7 +1,8 @@
 """Dictation that behaves like a dictation product, in a real Chromium on real captured audio: spoken commands
 are carried out and never written (the page's note and the server's export agree), the page lists them,
 the status stops saying "Dictating" after Stop, the dictation is listed under "My dictations" titled by its
-first words, and the JavaScript commands agree with backend/dictation_commands.py on the shared fixture."""
+first words, and the JavaScript commands agree with backend/text/dictation_commands.py on the shared
+fixture."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The page's written-form converter (``written-form.js``) agrees with ``backend.written_form`` on the shared
-table and on generated numbers, dates and doses (run in Chromium, no service)."""
+"""The page's written-form converter (``written-form.js``) agrees with ``backend.text.written_form`` on the
+shared table and on generated numbers, dates and doses (run in Chromium, no service)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.written_form import to_written
+from backend.text.written_form import to_written
 from captions_model.spoken_form import number_to_words, ordinal_words, to_spoken_form
 from tests.browser.static_site import serve_frontend
 

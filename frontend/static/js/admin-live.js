@@ -45,7 +45,7 @@ async function renderLive() {
   );
 }
 
-/** The replica's degradation ladder: what it has given up under load (backend/ladder.py). */
+/** The replica's degradation ladder: what it has given up under load (backend/sessions/ladder.py). */
 function loadLine(load) {
   const rung = Number(load?.rung) || 0;
   const text = rung

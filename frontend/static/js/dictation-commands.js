@@ -1,5 +1,5 @@
 // Spoken dictation commands: carried out, never written. The same list and rules as
-// backend/dictation_commands.py (both are tested against tests/fixtures/dictation_commands_cases.json).
+// backend/text/dictation_commands.py (both are tested against tests/fixtures/dictation_commands_cases.json).
 
 /** What can be said, what it does, and how the page lists it. */
 export const COMMANDS = [

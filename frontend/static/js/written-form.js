@@ -1,5 +1,5 @@
 // Spoken form -> written form for display: "six hundred milligrams" -> "600 mg". The same converter as
-// backend/written_form.py (read its docstring for every rule); both are checked against
+// backend/text/written_form.py (read its docstring for every rule); both are checked against
 // tests/fixtures/written_form_cases.json, so change them together.
 
 const ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split(" ");

@@ -8,8 +8,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from backend import jsonlimits
-from backend.logs import get_logger
+from backend.edge import jsonlimits
+from backend.edge.logs import get_logger
 
 log = get_logger(__name__)
 
@@ -53,7 +53,7 @@ async def http_error_handler(_request: Request, exc: Exception) -> JSONResponse:
 
 async def json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object, or a 400 naming the problem (422 naming the field whose text is not
-    valid Unicode). Nesting and integer size are bounded (``backend.jsonlimits``)."""
+    valid Unicode). Nesting and integer size are bounded (``backend.edge.jsonlimits``)."""
     try:
         body = jsonlimits.loads(await request.body(), request.app.state.services.settings.max_json_depth)
     except jsonlimits.ClientJsonError as exc:

@@ -1,5 +1,5 @@
 """Checks on how a term is written that normalisation would otherwise hide, applied before
-``backend.vocab.validate_terms`` on every path that stores or uses terms (REST and WebSocket).
+``backend.text.vocab.validate_terms`` on every path that stores or uses terms (REST and WebSocket).
 
 The spelling's line breaks and tabs are collapsed into spaces by normalisation, but the text is stored as
 typed and exported one term per line, so ``two\\nlines`` would come back as two terms: it is rejected.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from backend.vocab import ItemError, VocabularyTerm
+from backend.text.vocab import ItemError, VocabularyTerm
 from biasing.terms import TermLimits
 
 _LINE_BREAKS = frozenset("\n\r\t\x0b\x0c\x1c\x1d\x1e\x1f\x85\u2028\u2029")

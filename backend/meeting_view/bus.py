@@ -1,5 +1,5 @@
 """The meeting view's cross-replica bus on PostgreSQL: ``LISTEN``/``NOTIFY`` on the database every replica
-already shares (``backend.meeting_feed`` uses it when the database is PostgreSQL).
+already shares (``backend.meeting_view.feed`` uses it when the database is PostgreSQL).
 
 Each replica holds ONE extra connection to PostgreSQL (asyncpg, outside SQLAlchemy's pool). On it the
 replica
@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.engine import make_url
 
-from backend.logs import get_logger
+from backend.edge.logs import get_logger
 
 log = get_logger(__name__)
 
@@ -77,7 +77,8 @@ def channel_of(meeting_id: int) -> str:
 
 
 class FeedBus(Protocol):
-    """What ``backend.meeting_feed`` needs of a cross-replica bus (PostgreSQL here; NATS or Redis later)."""
+    """What ``backend.meeting_view.feed`` needs of a cross-replica bus (PostgreSQL here; NATS or Redis
+    later)."""
 
     def publish(self, meeting_id: int, event: dict[str, Any]) -> None:
         """Send ``event`` to the other replicas' viewers of the meeting; never waits."""

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.logs import get_logger
+from backend.edge.logs import get_logger
 
 log = get_logger(__name__)
 T = TypeVar("T")

@@ -1,89 +1,26 @@
-"""WebSocket admission: origin, ticket and capacity checks before accept, and the slot a socket holds.
-
-A slot is taken at the handshake, in the same step as the capacity check (no ``await`` between them, so
-concurrent handshakes cannot all see room), and released when the socket's handler returns, whatever
-ended it. The caps therefore count sockets that are streaming or about to, not only started sessions.
-"""
+"""Admission of the read-only meeting view (``/ws/view``): origin, a signed-in viewer's ticket or a viewer
+link, draining, and the viewer slot a socket holds (per replica, per link, per client address)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import select
 from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from backend.db.models import Ticket, User, ViewerLink, utcnow
+from backend.db.models import ViewerLink, utcnow
 from backend.db.session import as_utc
-from backend.logs import get_logger
-from backend.security import ticket_api_token, token_hash
+from backend.edge.logs import get_logger
+from backend.edge.security import token_hash
+from backend.edge.tickets import TICKET_PREFIX, redeem_ticket
 
 if TYPE_CHECKING:
     from backend.services import Services
 
 log = get_logger(__name__)
-SUBPROTOCOL = "captions.v1"
-TICKET_PREFIX = "ticket."
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What a valid ticket grants: this user may stream into this meeting (holding one slot)."""
-
-    user_id: int
-    username: str
-    meeting_id: int
-    api_token_id: int | None = None
-
-
-async def admit(websocket: WebSocket, svc: Services) -> Admission | None:
-    """Handshake checks before accept: origin (403), ticket (403), capacity (503). None = rejected.
-
-    On success the caller holds a slot and must ``svc.hub.slots.release(admission.user_id)``."""
-    origin = websocket.headers.get("origin")
-    if origin not in svc.settings.allowed_origins:
-        log.warning("ws_rejected", reason="origin", origin=origin)
-        await websocket.close(code=1008)
-        return None
-    protocols = websocket.scope.get("subprotocols", [])
-    tickets = [p[len(TICKET_PREFIX) :] for p in protocols if p.startswith(TICKET_PREFIX)]
-    admission = await _redeem_ticket(svc, tickets[0]) if SUBPROTOCOL in protocols and tickets else None
-    if admission is None:
-        log.warning("ws_rejected", reason="ticket")
-        await websocket.close(code=1008)
-        return None
-    settings = svc.settings
-    await svc.persist.recheck()
-    if not svc.accepting_sessions() or not svc.hub.slots.try_take(
-        admission.user_id, settings.max_sessions, settings.max_sessions_per_user
-    ):
-        log.warning("ws_rejected", reason="capacity", user_id=admission.user_id)
-        svc.metrics.rejected_sessions.labels(reason="capacity").inc()
-        await websocket.send_denial_response(Response("busy", status_code=503))
-        return None
-    return admission
-
-
-async def _redeem_ticket(svc: Services, ticket: str) -> Admission | None:
-    """Mark the ticket used (atomically: a ticket works once) and return what it grants."""
-    now = utcnow()
-    async with svc.db.session() as db:
-        result = await db.execute(
-            update(Ticket)
-            .where(Ticket.token_hash == token_hash(ticket), Ticket.used_at.is_(None), Ticket.expires_at > now)
-            .values(used_at=now)
-        )
-        if cast("CursorResult[Any]", result).rowcount != 1:
-            return None
-        row = await db.get(Ticket, token_hash(ticket))
-        user = await db.get(User, row.user_id) if row else None
-        if row is None or user is None:
-            return None
-        return Admission(user.id, user.username, row.meeting_id, ticket_api_token(ticket))
-
-
 VIEW_SUBPROTOCOL = "captions.view.v1"
 LINK_PREFIX = "link."
 
@@ -130,7 +67,7 @@ async def admit_viewer(websocket: WebSocket, svc: Services) -> ViewerAdmission |
     links = [p[len(LINK_PREFIX) :] for p in protocols if p.startswith(LINK_PREFIX)]
     admission: ViewerAdmission | None = None
     if VIEW_SUBPROTOCOL in protocols and tickets:
-        granted = await _redeem_ticket(svc, tickets[0])
+        granted = await redeem_ticket(svc.db, tickets[0])
         admission = (
             ViewerAdmission(granted.meeting_id, user_id=granted.user_id, api_token_id=granted.api_token_id)
             if granted

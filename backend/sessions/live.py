@@ -18,11 +18,11 @@ from typing import Any, Literal, Protocol, cast
 from backend.db.models import Meeting, Term
 from backend.db.queries import meeting_with_terms
 from backend.db.session import Database
+from backend.edge.logs import get_logger
 from backend.engine.contract import CaptionEngine, VocabularyRef
-from backend.logs import get_logger
-from backend.meeting_feed import MeetingFeed
-from backend.resume import ResumesInProgress
-from backend.vocab import EffectiveVocabulary, VocabularyTerm
+from backend.meeting_view.feed import MeetingFeed
+from backend.sessions.resume import ResumesInProgress
+from backend.text.vocab import EffectiveVocabulary, VocabularyTerm
 
 log = get_logger(__name__)
 Decoding = Literal["greedy", "beam"]
@@ -105,7 +105,8 @@ class ViewerSlots:
 
 
 class LiveSession(Protocol):
-    """What the hub and the live-sessions API need of a streaming session (``backend.ws.CaptionSession``)."""
+    """What the hub and the live-sessions API need of a streaming session
+    (``backend.sessions.ws.CaptionSession``)."""
 
     session_id: str
     resume_token_hash: str
@@ -138,7 +139,7 @@ class LiveSession(Protocol):
         ...
 
     def tell_load(self, load: dict[str, Any]) -> None:
-        """Send the replica's load (``backend.ladder.LoadLadder.snapshot``) as a ``load`` message."""
+        """Send the replica's load (``backend.sessions.ladder.LoadLadder.snapshot``) as a ``load`` message."""
         ...
 
     async def meeting_vocabulary_changed(self) -> None:
@@ -169,8 +170,8 @@ class LiveHub:
 
     ``_locks`` serialises opening/re-compiling one meeting so two streams joining at once share one
     compile; ``sessions`` holds every streaming session (for lag, /api/live and drain); ``slots`` counts
-    admitted sockets for the capacity caps (``backend.admission``), ``viewer_slots`` the meeting-view sockets;
-    ``resumes`` the resumes in progress.
+    admitted sockets for the capacity caps (``backend.sessions.admission``), ``viewer_slots`` the
+    meeting-view sockets; ``resumes`` the resumes in progress.
     """
 
     def __init__(
@@ -186,7 +187,7 @@ class LiveHub:
         self.viewer_slots = ViewerSlots()
         self.resumes = ResumesInProgress()
         self.draining = False
-        self.feed = MeetingFeed(db)  # the meeting view's fan-out (backend.viewer_ws)
+        self.feed = MeetingFeed(db)  # the meeting view's fan-out (backend.meeting_view.viewer_ws)
         self._endings: set[asyncio.Task[None]] = set()  # sessions being ended without a caller waiting
 
     async def _load(self, meeting_id: int) -> tuple[Meeting, EffectiveVocabulary]:

@@ -4,7 +4,7 @@ may weigh, per route.
 uvicorn's own ``limit_concurrency`` counts open connections, WebSockets included, and answers every HTTP
 request 503 beyond it, the health probes too. So it is only a backstop (``backend.server``); the app counts
 HTTP requests itself (``RequestConcurrency``), never counts or refuses ``/healthz`` and ``/readyz``, and caps
-WebSockets at their handshakes (``backend.admission``).
+WebSockets at their handshakes (``backend.sessions.admission``).
 
 A body is refused with a typed 413 before it is buffered: at once when its declared ``Content-Length`` is
 over the route's cap, and as it arrives otherwise (a chunked body is counted chunk by chunk; the read that
@@ -23,11 +23,10 @@ from typing import Any
 
 from starlette.requests import cookie_parser
 
-from backend.api.drafts import MAX_DRAFT_BODY_BYTES
-from backend.api.errors import ApiError, error_response
 from backend.config import Settings
-from backend.ratelimit import SlidingWindow
-from backend.security import DEVICE_COOKIE, LoginRateLimiter
+from backend.edge.errors import ApiError, error_response
+from backend.edge.ratelimit import SlidingWindow
+from backend.edge.security import DEVICE_COOKIE, LoginRateLimiter
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -41,11 +40,17 @@ ANONYMOUS_ROUTES = frozenset(
 """The routes that need no login: their bodies are a token or a username and password."""
 LOGIN_ROUTE = "/api/auth/login"
 RATE_LIMITED_ROUTES = frozenset({"/api/invites/check", "/api/invites/accept", "/api/viewer-links/open"})
-"""The no-login routes besides the login itself (which limits its failures, ``backend.security``)."""
+"""The no-login routes besides the login itself (which limits its failures, ``backend.edge.security``)."""
 UPLOAD_ROUTES = re.compile(r"/api/vocabularies/\d+/(?:terms|import)")
 DRAFT_ROUTES = re.compile(r"/api/drafts/\d+")
 PROBES = frozenset({"/healthz", "/readyz"})
 """Liveness and readiness: an orchestrator restarts a replica whose probe fails, so they never wait."""
+MAX_DRAFT_CHARS = 100_000
+"""Longest note kept (characters): some fifty pages of dictation; a longer one is refused, not cut
+(``backend.api.drafts``)."""
+MAX_DRAFT_BODY_BYTES = 4 * MAX_DRAFT_CHARS + 4096
+"""Largest PUT body read (bytes): the longest note in 4-byte UTF-8 characters plus the JSON around it; a
+larger body is refused while it arrives."""
 
 
 def login_locked() -> ApiError:
@@ -175,7 +180,7 @@ class LoginGate:
     """Refuses a login from a locked-out client address before anything else runs: no body is read, no
     route matched, no line logged per attempt, so a flood of refused logins costs the captions little
     (issue 36 item 6). A browser with a genuine device cookie goes on to the login, which counts it on its
-    own (``backend.security.LoginRateLimiter``)."""
+    own (``backend.edge.security.LoginRateLimiter``)."""
 
     def __init__(self, app: ASGIApp, limiter: LoginRateLimiter) -> None:
         self.app = app

@@ -1,7 +1,9 @@
 """``/ws/view``: the read-only meeting view (subprotocol ``captions.view.v1``, docs/protocol.md).
 
-A viewer socket first gets the meeting's stored finals on the meeting's clock (``backend.meeting_timeline``),
-then every new final and partial of every stream of the meeting, from any replica (``backend.meeting_feed``).
+A viewer socket first gets the meeting's stored finals on the meeting's clock
+(``backend.meeting_view.timeline``),
+then every new final and partial of every stream of the meeting, from any replica
+(``backend.meeting_view.feed``).
 It sends nothing but ``keepalive``; any other frame closes it 1008. It never slows a speaker: its events
 wait in a bounded queue, and a viewer too slow to take them is closed 1013 ``too_slow``.
 """
@@ -15,12 +17,12 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from backend.admission import VIEW_SUBPROTOCOL, ViewerAdmission, admit_viewer
 from backend.db.models import CaptionSegment, Meeting
-from backend.logs import get_logger
-from backend.meeting_feed import Channel, MeetingFeed, Partial, SpeakerStatus, Viewer
-from backend.meeting_timeline import meeting_timeline
-from backend.protocol import ProtocolViolation, parse_json
+from backend.edge.logs import get_logger
+from backend.edge.websocket import ProtocolViolation, parse_json
+from backend.meeting_view.admission import VIEW_SUBPROTOCOL, ViewerAdmission, admit_viewer
+from backend.meeting_view.feed import Channel, MeetingFeed, Partial, SpeakerStatus, Viewer
+from backend.meeting_view.timeline import meeting_timeline
 from backend.services import Services
 
 log = get_logger(__name__)

@@ -4,7 +4,8 @@ A resume claims the session with a conditional UPDATE of ``stream_sessions.gener
 read to the next): of several claims that read the same value, on any replicas, exactly one changes the
 row. On one replica a second resume of a session whose resume is still in progress is refused at once
 (``ResumesInProgress``), so two clients racing with the same token cannot both stream. A connection whose
-generation is no longer the session's has been superseded by a later resume and ends (``backend.ws``).
+generation is no longer the session's has been superseded by a later resume and ends
+(``backend.sessions.ws``).
 """
 
 from __future__ import annotations

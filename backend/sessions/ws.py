@@ -3,12 +3,13 @@
 A session has two tasks: the reader receives frames, enforces size, rate and idle limits and queues work;
 the consumer pushes one chunk at a time to the engine (at most one in flight), persists every final
 BEFORE sending it, and owns the socket's closing. Lifecycle: connecting -> authenticated -> streaming
--> draining -> closed (``backend.protocol.SessionState``).
+-> draining -> closed (``backend.sessions.protocol.SessionState``).
 
-Around it: ``backend.admission`` (origin, ticket and caps before accept), ``backend.caption_store``
-(the session's row, caption numbering, persist-before-send, replay), ``backend.session_vocabulary`` (the
-meeting's terms plus the client's ``configure`` terms), ``backend.live`` (the meetings and sessions live on
-this replica).
+Around it: ``backend.sessions.admission`` (origin, ticket and caps before accept),
+``backend.sessions.caption_store``
+(the session's row, caption numbering, persist-before-send, replay), ``backend.sessions.vocabulary`` (the
+meeting's terms plus the client's ``configure`` terms), ``backend.sessions.live`` (the meetings and sessions
+live on this replica).
 """
 
 from __future__ import annotations
@@ -23,29 +24,24 @@ import structlog
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from backend import resume
-from backend.admission import SUBPROTOCOL, Admission, admit
-from backend.caption_store import CaptionStore, Superseded, final_message, restart_point
 from backend.db.models import CaptionSegment, utcnow
 from backend.db.session import as_utc
+from backend.edge.logs import get_logger
+from backend.edge.security import token_hash
+from backend.edge.tickets import Admission
+from backend.edge.websocket import ProtocolViolation, parse_json
 from backend.engine.contract import CaptionStream, VocabularyRef
 from backend.engine.errors import EngineError
 from backend.engine.types import StepResult, StreamOptions
-from backend.ladder import Rung
-from backend.live import LiveMeeting
-from backend.logs import get_logger
-from backend.persist import PersistFailed, with_retries
-from backend.protocol import (
-    ALLOWED_TRANSITIONS,
-    ProtocolViolation,
-    SessionState,
-    check_held_audio,
-    held_audio,
-    parse_json,
-)
-from backend.security import token_hash
 from backend.services import Services
-from backend.session_vocabulary import SessionVocabulary, TooManyTerms, validate_session_terms
+from backend.sessions import resume
+from backend.sessions.admission import SUBPROTOCOL, admit
+from backend.sessions.caption_store import CaptionStore, Superseded, final_message, restart_point
+from backend.sessions.ladder import Rung
+from backend.sessions.live import LiveMeeting
+from backend.sessions.persist import PersistFailed, with_retries
+from backend.sessions.protocol import ALLOWED_TRANSITIONS, SessionState, check_held_audio, held_audio
+from backend.sessions.vocabulary import SessionVocabulary, TooManyTerms, validate_session_terms
 
 log = get_logger(__name__)
 
@@ -150,7 +146,8 @@ class CaptionSession:
             await self._cleanup()
 
     def shed(self) -> None:
-        """The degradation ladder's top rung (``backend.ladder``): close busy after the current chunk."""
+        """The degradation ladder's top rung (``backend.sessions.ladder``): close busy after the current
+        chunk."""
         if self.state is SessionState.STREAMING and not self._shed:
             self._shed = True
             self._queue.put_nowait(("busy", None))  # wakes a consumer waiting for audio
@@ -228,7 +225,8 @@ class CaptionSession:
     def _options(self, handle: VocabularyRef | None) -> StreamOptions:
         decoding = self.live.decoding if self.live else self.svc.settings.default_decoding
         if decoding == "beam" and self.svc.ladder.rung >= Rung.GREEDY_FOR_NEW:
-            decoding = "greedy"  # the ladder's second rung: new sessions decode greedy (backend.ladder)
+            # the ladder's second rung: new sessions decode greedy (backend.sessions.ladder)
+            decoding = "greedy"
         return StreamOptions(chunk_s=self.chunk_s, decoding=decoding, vocabulary=handle)
 
     async def _open_session(

@@ -1,4 +1,5 @@
-"""Fan-out of a meeting's live captions to its viewers (the read-only meeting view, ``backend.viewer_ws``).
+"""Fan-out of a meeting's live captions to its viewers (the read-only meeting view,
+``backend.meeting_view.viewer_ws``).
 
 Publishing never waits: a caption session calls ``publish_partial`` / ``publish_final`` (plain function
 calls on the event loop), which append to each viewer's bounded queue and return. A viewer that falls
@@ -8,7 +9,7 @@ therefore costs the speakers nothing.
 
 Several replicas share one database but not this process. On PostgreSQL (the only database several
 replicas can share) every publish also goes out on the database's ``LISTEN``/``NOTIFY`` bus
-(``backend.feed_bus``): each replica's streams notify ``captions_meeting_<id>``, and each meeting with
+(``backend.meeting_view.bus``): each replica's streams notify ``captions_meeting_<id>``, and each meeting with
 viewers here ``LISTEN``s to its channel, so partials, finals, speaker statuses, renames, the meeting's end
 and revoked viewer links from any replica reach every viewer at once, without polling. SQL is read only
 when the channel opens, when notifications may have been lost (the bus reconnected, a final too large for
@@ -32,9 +33,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from backend.db.models import CaptionSegment, ViewerLink, utcnow
 from backend.db.session import Database, as_utc
-from backend.feed_bus import FeedBus, PayloadTooLarge, PostgresBus
-from backend.logs import get_logger
-from backend.meeting_timeline import MeetingClock, read_clock, segments_after
+from backend.edge.logs import get_logger
+from backend.meeting_view.bus import FeedBus, PayloadTooLarge, PostgresBus
+from backend.meeting_view.timeline import MeetingClock, read_clock, segments_after
 
 log = get_logger(__name__)
 
@@ -51,7 +52,7 @@ replica) before they are told it ended."""
 
 
 class Speaking(Protocol):
-    """What the feed reads of a caption session (``backend.ws.CaptionSession``)."""
+    """What the feed reads of a caption session (``backend.sessions.ws.CaptionSession``)."""
 
     session_id: str
     meeting_id: int

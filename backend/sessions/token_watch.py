@@ -14,8 +14,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from backend.db.models import ApiToken, utcnow
 from backend.db.session import Database
-from backend.live import LiveHub
-from backend.logs import get_logger
+from backend.edge.logs import get_logger
+from backend.sessions.live import LiveHub
 
 log = get_logger(__name__)
 

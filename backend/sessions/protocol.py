@@ -1,20 +1,19 @@
-"""WebSocket protocol v1's vocabulary (docs/protocol.md): a session's states and legal transitions, the
-violation that ends a session with a close code, and how a client's text frame is read."""
+"""WebSocket protocol v1's vocabulary (docs/protocol.md): a session's states and legal transitions, and the
+audio a client says it holds at ``start``. The violation that closes a socket and how a client's text frame
+is read are every socket's (``backend.edge.websocket``)."""
 
 from __future__ import annotations
 
 import enum
 from typing import Any
 
-from backend import jsonlimits
+from backend.edge.websocket import ProtocolViolation
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
-    "ProtocolViolation",
     "SessionState",
     "check_held_audio",
     "held_audio",
-    "parse_json",
 ]
 
 
@@ -35,26 +34,6 @@ ALLOWED_TRANSITIONS = {
     SessionState.DRAINING: {SessionState.CLOSED},
     SessionState.CLOSED: set(),
 }
-
-
-class ProtocolViolation(Exception):
-    """The client broke the protocol; the session closes with ``code``."""
-
-    def __init__(self, code: int, message: str, error_code: str = "protocol") -> None:
-        super().__init__(message)
-        self.code = code
-        self.error_code = error_code
-
-
-def parse_json(raw: str, max_depth: int = jsonlimits.MAX_JSON_DEPTH) -> dict[str, Any]:
-    """A client's text frame as a JSON object; ``ProtocolViolation`` (1008) for anything else."""
-    try:
-        message = jsonlimits.loads(raw, max_depth)
-    except jsonlimits.ClientJsonError as exc:
-        raise ProtocolViolation(1008, f"text frames must be JSON: {exc}") from exc
-    if not isinstance(message, dict):
-        raise ProtocolViolation(1008, "text frames must be JSON objects")
-    return message
 
 
 def held_audio(message: dict[str, Any]) -> tuple[float | None, float | None]:

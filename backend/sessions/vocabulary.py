@@ -7,9 +7,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from backend.engine.contract import CaptionStream, VocabularyRef
-from backend.live import LiveMeeting
-from backend.termforms import check_forms
-from backend.vocab import EffectiveVocabulary, ItemError, VocabularyTerm, parse_term_items, validate_terms
+from backend.sessions.live import LiveMeeting
+from backend.text.termforms import check_forms
+from backend.text.vocab import (
+    EffectiveVocabulary,
+    ItemError,
+    VocabularyTerm,
+    parse_term_items,
+    validate_terms,
+)
 from biasing.terms import TermLimits
 
 __all__ = ["SessionVocabulary", "TooManyTerms", "validate_session_terms"]

@@ -1,11 +1,12 @@
 """Captions of stream sessions in SQL: a session's row, numbering, persist-before-send and replay on resume.
 
 The database numbers the captions (``stream_sessions.last_seq``, in the transaction that stores each one) and
-decides which connection owns a session (``backend.resume``): a caption is stored only by the connection of
+decides which connection owns a session (``backend.sessions.resume``): a caption is stored only by the
+connection of
 the session's current generation, so after a resume the dropped connection (perhaps still decoding its last
 chunks on another replica) can store nothing more. Its audio is not lost: the resuming client sends its
 audio again from the end of the last stored final (``restart_point``). The WebSocket session
-(``backend.ws``) sends a final only after ``store`` returned it.
+(``backend.sessions.ws``) sends a final only after ``store`` returned it.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from backend import resume
 from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, utcnow
 from backend.db.session import Database, as_utc
+from backend.edge.security import new_token, token_hash
 from backend.engine.types import SAMPLE_RATE_HZ
-from backend.security import new_token, token_hash
+from backend.sessions import resume
 
 __all__ = ["CaptionStore", "OpenedSession", "Superseded", "final_message", "restart_point"]
 

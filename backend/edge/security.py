@@ -16,7 +16,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from backend.ratelimit import SlidingWindow
+from backend.edge.ratelimit import SlidingWindow
 
 _hasher = PasswordHasher()
 T = TypeVar("T")
