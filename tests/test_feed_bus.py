@@ -31,7 +31,8 @@ from backend.db.models import (
 )
 from backend.db.session import Database
 from backend.meeting_view.bus import MAX_PAYLOAD_BYTES, PayloadTooLarge, PostgresBus, encode
-from backend.meeting_view.feed import MeetingFeed, Partial, Viewer
+from backend.meeting_view.feed import MeetingFeed
+from backend.meeting_view.viewers import Partial, Viewer
 
 pytestmark = pytest.mark.postgres
 

@@ -17,7 +17,8 @@ from starlette.testclient import TestClient
 from backend.config import Settings
 from backend.db.models import CaptionSegment, Meeting, StreamSession, User, ViewerLink
 from backend.db.session import Database
-from backend.meeting_view.feed import Channel, MeetingFeed, SeqTracker, Viewer
+from backend.meeting_view.feed import MeetingFeed
+from backend.meeting_view.viewers import Channel, SeqTracker, Viewer
 from backend.text.captions_export import Cue, render_captions
 from tests.support.server import query
 

@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
@@ -35,7 +32,20 @@ from backend.db.models import CaptionSegment, ViewerLink, utcnow
 from backend.db.session import Database, as_utc
 from backend.edge.logs import get_logger
 from backend.meeting_view.bus import FeedBus, PayloadTooLarge, PostgresBus
-from backend.meeting_view.timeline import MeetingClock, read_clock, segments_after
+from backend.meeting_view.catch_up import CatchUp
+from backend.meeting_view.viewers import (
+    SPEAKER_STATES,
+    VIEWER_QUEUE_MAX,
+    Channel,
+    Connected,
+    Partial,
+    SeqTracker,
+    SpeakerStatus,
+    Speaking,
+    Viewer,
+    final_fields,
+    segment_of,
+)
 
 log = get_logger(__name__)
 
@@ -43,157 +53,9 @@ POLL_S = 1.5
 """SQLite: how often a meeting with viewers here reads SQL for finals stored by other processes, seconds."""
 ENDED_CHECK_S = 1.0
 """PostgreSQL: how often an ended meeting with viewers here reads SQL until its last streams have ended."""
-VIEWER_QUEUE_MAX = 256
-"""Events one viewer may have waiting; partials are skipped from half of it, a final beyond it drops the
-viewer."""
-ENDED_GRACE_S = 10.0
-"""After a meeting ends, how long viewers wait for streams that never recorded their end (a crashed
-replica) before they are told it ended."""
 
 
-class Speaking(Protocol):
-    """What the feed reads of a caption session (``backend.sessions.ws.CaptionSession``)."""
-
-    session_id: str
-    meeting_id: int
-    user_id: int
-    utterance: int
-
-
-class Connected(Speaking, Protocol):
-    """A caption session's connection: a resume takes the session's next ``generation``."""
-
-    generation: int
-
-
-SPEAKER_STATES = ("live", "reconnecting", "stopped")
-"""A speaking session's status as its meeting's viewers see it (``publish_status``)."""
-
-
-@dataclass(frozen=True)
-class SpeakerStatus:
-    """Where one speaking session stands: ``live``, ``reconnecting`` (its client vanished without ``stop``;
-    the resume window is open) or ``stopped``. ``generation`` is the connection's (a resume takes the next),
-    so a late word from a superseded connection does not undo a newer one's."""
-
-    session_id: str
-    user_id: int
-    generation: int
-    state: str
-    local: bool = True  # published by a session on this replica (else heard on the bus)
-
-
-@dataclass(frozen=True)
-class Partial:
-    """A speaker's tentative text for ``utterance``; empty text clears it."""
-
-    session_id: str
-    user_id: int
-    utterance: int
-    text: str
-
-
-class SeqTracker:
-    """The caption numbers of one stream already handled: all up to ``watermark``, plus ``above`` it.
-    A stream numbers its captions 1, 2, 3... without gaps, so the set stays small."""
-
-    def __init__(self, watermark: int = 0) -> None:
-        self.watermark = watermark
-        self.above: set[int] = set()
-
-    def add(self, seq: int) -> bool:
-        """Record ``seq``; True when it is new."""
-        if seq <= self.watermark or seq in self.above:
-            return False
-        self.above.add(seq)
-        while self.watermark + 1 in self.above:
-            self.watermark += 1
-            self.above.discard(self.watermark)
-        return True
-
-    def skip_to(self, seq: int) -> None:
-        """Count every caption up to ``seq`` as handled (they were read from SQL elsewhere)."""
-        self.watermark = max(self.watermark, seq)
-        self.above = {s for s in self.above if s > self.watermark}
-        while self.watermark + 1 in self.above:
-            self.watermark += 1
-            self.above.discard(self.watermark)
-
-
-class Viewer:
-    """One viewer socket's queue of events (event-loop only). ``dropped`` once a final did not fit; then
-    the socket must close, nothing more is queued."""
-
-    def __init__(
-        self, meeting_id: int, max_queued: int, link_id: int | None = None, api_token_id: int | None = None
-    ) -> None:
-        self.meeting_id = meeting_id
-        self.link_id = link_id
-        self.api_token_id = api_token_id
-        self.max_queued = max_queued
-        self.dropped = False
-        self.skipped_partials = 0
-        self.seen: dict[str, SeqTracker] = {}
-        self.expiry: asyncio.TimerHandle | None = None  # closes a link's view when the link expires
-        self._events: deque[tuple[str, Any]] = deque()
-        self._wake = asyncio.Event()
-
-    def offer(self, kind: str, payload: Any) -> None:
-        """Queue an event without waiting: a partial is skipped when the queue is half full, any other
-        event that does not fit drops the viewer."""
-        if self.dropped:
-            return
-        if kind == "partial" and len(self._events) >= self.max_queued // 2:
-            self.skipped_partials += 1
-            return
-        if len(self._events) >= self.max_queued:
-            self.dropped = True
-            self._events.clear()
-        else:
-            self._events.append((kind, payload))
-        self._wake.set()
-
-    async def next(self) -> list[tuple[str, Any]]:
-        """Every queued event, waiting for one; [] once dropped."""
-        while not self._events and not self.dropped:
-            self._wake.clear()
-            await self._wake.wait()
-        events = list(self._events)
-        self._events.clear()
-        return events
-
-    def mark_seen(self, session_id: str, seq: int) -> bool:
-        """True the first time this viewer handles this final (its history and the live feed overlap)."""
-        return self.seen.setdefault(session_id, SeqTracker()).add(seq)
-
-    @property
-    def queued(self) -> int:
-        return len(self._events)
-
-
-@dataclass
-class Channel:
-    """A meeting with viewers on this replica: its viewers, its clock as last read, the finals already
-    fanned out per stream, and its SQL poller (SQLite) or its bus subscription and SQL reads (PostgreSQL).
-    ``lock`` serialises reads of the clock."""
-
-    meeting_id: int
-    viewers: set[Viewer] = field(default_factory=set)
-    clock: MeetingClock | None = None
-    published: dict[str, SeqTracker] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-    poller: asyncio.Task[None] | None = None
-    syncing: asyncio.Task[None] | None = None
-    sync_again: bool = False
-    ended: bool = False
-
-    def broadcast(self, kind: str, payload: Any) -> None:
-        for viewer in self.viewers:
-            viewer.offer(kind, payload)
-
-
-class MeetingFeed:
+class MeetingFeed(CatchUp):
     """Per-meeting publish/subscribe of live captions on this replica (event-loop thread only)."""
 
     def __init__(
@@ -472,153 +334,3 @@ class MeetingFeed:
         await asyncio.gather(*pollers, return_exceptions=True)
         if self.bus is not None:
             await self.bus.close()  # sends what the drained sessions published last
-
-    # ----- the meeting's clock and the SQL poll -----------------------------------------------------------
-    async def refresh(self, channel: Channel) -> MeetingClock | None:
-        """Re-read the meeting's clock, streams and speaker names; tell the viewers of renamed speakers."""
-        async with channel.lock:
-            async with self._db.session() as db:
-                clock = await read_clock(db, channel.meeting_id)
-            old = channel.clock
-            channel.clock = clock
-        if old is not None and clock is not None:
-            for user_id, name in clock.names.items():
-                if old.names.get(user_id, name) != name:
-                    channel.broadcast("speaker", {"user_id": user_id, "name": name})
-        return clock
-
-    async def _poll(self, channel: Channel) -> None:
-        """SQLite: fan out finals stored by other processes (or missed here), renames, and the meeting's
-        end."""
-        first = True
-        while True:
-            await self._poll_safely(channel, first)
-            first = False
-            channel.ready.set()  # a first read that failed leaves the viewers to their own history read
-            if channel.ended:
-                return
-            await asyncio.sleep(self.poll_s)
-
-    async def _poll_safely(self, channel: Channel, first: bool) -> bool:
-        """One read of the meeting (``_poll_once``); False when it failed (logged)."""
-        try:
-            await self._poll_once(channel, first)
-            return True
-        except SQLAlchemyError as exc:  # the database is away: try again next time
-            log.warning("meeting_feed_poll_failed", meeting_id=channel.meeting_id, error=type(exc).__name__)
-        except Exception:  # a bug: keep fanning out what this replica publishes, and say so
-            log.exception("meeting_feed_poll_crashed", meeting_id=channel.meeting_id)
-        return False
-
-    async def _poll_once(self, channel: Channel, first: bool) -> None:
-        clock = await self.refresh(channel)
-        if clock is None:
-            channel.broadcast("ended", None)
-            channel.ended = True
-            return
-        if first:  # the viewers read what is stored now from SQL themselves
-            for stream in clock.streams.values():
-                channel.published.setdefault(stream.session_id, SeqTracker()).skip_to(stream.last_seq)
-            return
-        behind = {}
-        for stream in clock.streams.values():
-            tracker = channel.published.setdefault(stream.session_id, SeqTracker())
-            if stream.last_seq > tracker.watermark:
-                behind[stream.session_id] = tracker.watermark
-        if behind:
-            async with self._db.session() as db:
-                segments = await segments_after(db, channel.meeting_id, behind)
-            for segment in segments:
-                if channel.published[segment.session_id].add(segment.seq):
-                    channel.broadcast("final", segment)
-        await self._check_links(channel)
-        if clock.status == "ended" and not behind and self.streams_done(clock):
-            channel.broadcast("ended", None)
-            channel.ended = True
-
-    async def _check_links(self, channel: Channel) -> None:
-        """Close the views opened by links revoked (on any replica) or expired since."""
-        link_ids = {v.link_id for v in channel.viewers if v.link_id is not None}
-        if not link_ids:
-            return
-        now = utcnow()
-        async with self._db.session() as db:
-            rows = await db.execute(
-                select(ViewerLink.id, ViewerLink.revoked_at).where(
-                    ViewerLink.id.in_(link_ids),
-                    (ViewerLink.revoked_at.is_not(None)) | (ViewerLink.expires_at <= now),
-                )
-            )
-            refused = rows.tuples().all()
-        for link_id, revoked_at in refused:
-            self.refuse_link(link_id, "link_revoked" if revoked_at is not None else "link_expired")
-
-    @staticmethod
-    def streams_done(clock: MeetingClock) -> bool:
-        """Every stream of an ended meeting has recorded its end (or had ``ENDED_GRACE_S`` to)."""
-        if all(s.ended for s in clock.streams.values()):
-            return True
-        ended_at = clock.ended_at
-        return ended_at is not None and utcnow() - ended_at > timedelta(seconds=ENDED_GRACE_S)
-
-    async def place(self, channel: Channel, segment: CaptionSegment) -> dict[str, Any] | None:
-        """The viewer message of a final (None if its stream cannot be found, e.g. deleted)."""
-        clock = channel.clock
-        if clock is None or segment.session_id not in clock.streams:
-            clock = await self.refresh(channel)
-        if clock is None or segment.session_id not in clock.streams:
-            return None
-        return clock.place(segment).message()
-
-    async def _speaker(self, channel: Channel, user_id: int) -> dict[str, Any]:
-        """A message's speaker label (the meeting's clock re-read once for a speaker it does not know)."""
-        clock = channel.clock
-        if clock is None or user_id not in clock.names:
-            with contextlib.suppress(SQLAlchemyError):
-                clock = await self.refresh(channel)
-        return {"user_id": user_id, "name": clock.speaker(user_id) if clock is not None else ""}
-
-    async def partial_message(self, channel: Channel, partial: Partial) -> dict[str, Any]:
-        """The viewer message of a partial, labelled with its speaker."""
-        return {
-            "type": "partial",
-            "session_id": partial.session_id,
-            "speaker": await self._speaker(channel, partial.user_id),
-            "utterance": partial.utterance,
-            "text": partial.text,
-        }
-
-    async def status_message(self, channel: Channel, status: SpeakerStatus) -> dict[str, Any]:
-        """The viewer message of a speaker's status, labelled with its speaker."""
-        return {
-            "type": "speaker_status",
-            "session_id": status.session_id,
-            "speaker": await self._speaker(channel, status.user_id),
-            "state": status.state,
-        }
-
-
-def final_fields(segment: CaptionSegment) -> dict[str, Any]:
-    """What a viewer on another replica needs of a stored final (its bus event; ``segment_of`` reverses)."""
-    return {
-        "id": segment.id,
-        "t": segment.text,
-        "a": segment.start_s,
-        "b": segment.end_s,
-        "mt": list(segment.matched_terms or []),
-    }
-
-
-def segment_of(meeting_id: int, event: dict[str, Any]) -> CaptionSegment:
-    """The (unsaved) final of a bus event ``{"k": "f", "s", "q", ...final_fields}``."""
-    return CaptionSegment(
-        id=int(event["id"]),
-        meeting_id=meeting_id,
-        session_id=str(event["s"]),
-        seq=int(event["q"]),
-        text=str(event["t"]),
-        start_s=float(event["a"]),
-        end_s=float(event["b"]),
-        words=[],
-        matched_terms=list(event.get("mt") or []),
-    )

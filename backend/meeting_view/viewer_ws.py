@@ -21,8 +21,9 @@ from backend.db.models import CaptionSegment, Meeting
 from backend.edge.logs import get_logger
 from backend.edge.websocket import ProtocolViolation, parse_json
 from backend.meeting_view.admission import VIEW_SUBPROTOCOL, ViewerAdmission, admit_viewer
-from backend.meeting_view.feed import Channel, MeetingFeed, Partial, SpeakerStatus, Viewer
+from backend.meeting_view.feed import MeetingFeed
 from backend.meeting_view.timeline import meeting_timeline
+from backend.meeting_view.viewers import Channel, Partial, SpeakerStatus, Viewer
 from backend.services import Services
 
 log = get_logger(__name__)
