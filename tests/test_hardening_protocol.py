@@ -13,7 +13,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
-import backend.sessions.ws
+import backend.sessions.reader
 from backend.config import Settings
 from backend.db.models import Meeting, Role, StreamSession, User, utcnow
 from backend.db.session import Database
@@ -114,7 +114,7 @@ async def test_a_bug_in_the_reader_ends_the_session_and_flushes_finals(
     def broken_parser(raw: str) -> dict[str, object]:
         raise KeyError("a bug in the reader")
 
-    monkeypatch.setattr(backend.sessions.ws, "parse_json", broken_parser)
+    monkeypatch.setattr(backend.sessions.reader, "parse_json", broken_parser)
     await ws.send(chunk(13))
     await ws.send(json.dumps({"type": "keepalive"}))
     messages = await asyncio.wait_for(collect(ws), 10)

@@ -5,18 +5,15 @@ the consumer pushes one chunk at a time to the engine (at most one in flight), p
 BEFORE sending it, and owns the socket's closing. Lifecycle: connecting -> authenticated -> streaming
 -> draining -> closed (``backend.sessions.protocol.SessionState``).
 
-Around it: ``backend.sessions.admission`` (origin, ticket and caps before accept),
-``backend.sessions.caption_store``
-(the session's row, caption numbering, persist-before-send, replay), ``backend.sessions.vocabulary`` (the
-meeting's terms plus the client's ``configure`` terms), ``backend.sessions.live`` (the meetings and sessions
-live on this replica).
+Its parts: ``core`` (the state), ``reader`` (the reader task), ``opening`` (a new session or a resume).
+Around it: ``admission`` (origin, ticket and caps before accept), ``caption_store`` (the session's row,
+caption numbering, persist-before-send, replay), ``vocabulary`` (the meeting's terms plus the client's
+``configure`` terms), ``live`` (the meetings and sessions live on this replica).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -24,92 +21,30 @@ import structlog
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from backend.db.models import CaptionSegment, utcnow
-from backend.db.session import as_utc
+from backend.db.models import CaptionSegment
 from backend.edge.logs import get_logger
 from backend.edge.security import token_hash
-from backend.edge.tickets import Admission
 from backend.edge.websocket import ProtocolViolation, parse_json
-from backend.engine.contract import CaptionStream, VocabularyRef
+from backend.engine.contract import VocabularyRef
 from backend.engine.errors import EngineError
 from backend.engine.types import StepResult, StreamOptions
 from backend.services import Services
 from backend.sessions import resume
 from backend.sessions.admission import SUBPROTOCOL, admit
-from backend.sessions.caption_store import CaptionStore, Superseded, final_message, restart_point
+from backend.sessions.caption_store import Superseded, final_message
 from backend.sessions.ladder import Rung
-from backend.sessions.live import LiveMeeting
+from backend.sessions.opening import SessionOpening
 from backend.sessions.persist import PersistFailed, with_retries
-from backend.sessions.protocol import ALLOWED_TRANSITIONS, SessionState, check_held_audio, held_audio
-from backend.sessions.vocabulary import SessionVocabulary, TooManyTerms, validate_session_terms
+from backend.sessions.protocol import SessionState, held_audio
+from backend.sessions.reader import SessionReader
+from backend.sessions.vocabulary import TooManyTerms, validate_session_terms
 
 log = get_logger(__name__)
 
 
-class CaptionSession:
-    """One socket's streaming session. See the module docstring for the task split."""
-
-    def __init__(self, websocket: WebSocket, svc: Services, admission: Admission) -> None:
-        self.ws = websocket
-        self.svc = svc
-        self.user_id = admission.user_id
-        self.username = admission.username
-        self.meeting_id = admission.meeting_id
-        self.api_token_id = admission.api_token_id  # its sockets end when that token is revoked
-        self.session_id = ""
-        self.resume_token_hash = ""
-        self.generation = 0
-        self.state = SessionState.CONNECTING
-        self.live: LiveMeeting | None = None
-        self.chunk_s = 0.0
-        self.chunk_bytes = 0
-        self.seq = 0
-        self.utterance = 0
-        self.audio_offset_s = 0.0  # where this connection's audio starts on the session's clock
-        self.resend_s = 0.0  # audio the client sends again at once after `ready` (its backlog), seconds
-        self._not_captioned: dict[str, float] | None = None  # audio of a resumed session no one will decode
-        self._catching_up = False  # a resumed client's backlog is not decoded yet
-        self.received_s = 0.0
-        self.decoded_s = 0.0
-        self.partials = 0
-        self.finals = 0
-        self.started_monotonic = time.monotonic()
-        self.started_at = utcnow()
-        self.last_partial = ""
-        self._store = CaptionStore(svc.db, svc.settings.resume_ttl_s)
-        self._vocabulary = SessionVocabulary(svc.hub.compile)
-        self._stream: CaptionStream | None = None
-        self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        self._end_request: tuple[int, str] | None = None
-        self._end_error: str | None = None
-        self._done = asyncio.Event()
-        self._log = log
-        self._shed = False  # the degradation ladder closes this session after the chunk being decoded
-        self._chunks_delivered = 0
-        self._tells: set[asyncio.Task[None]] = set()
-
-    # ----- lifecycle -------------------------------------------------------------------------------
-    def _to(self, state: SessionState) -> None:
-        if state not in ALLOWED_TRANSITIONS[self.state]:
-            raise RuntimeError(f"expected a state reachable from {self.state.value}, got {state.value}")
-        self.state = state
-
-    @property
-    def lag_s(self) -> float:
-        """Audio received minus audio decoded, seconds."""
-        return max(0.0, self.received_s - self.decoded_s)
-
-    @property
-    def overdue_s(self) -> float:
-        """The lag that counts against the session (busy at ``lag_busy_s``) and the replica (readiness): the
-        backlog a resumed client sent again is excused until the stream has caught up once."""
-        return max(0.0, self.lag_s - self.resend_s) if self._catching_up else self.lag_s
-
-    def _caught_up(self) -> bool:
-        """A resumed client's backlog is decoded and the stream has caught up with what arrived since.
-        Caught up alone is not enough: over a real link the first backlog chunk is decoded before the rest
-        arrives, and the rest would then count as lag (issue 36 item 3)."""
-        return self._catching_up and self.decoded_s >= self.resend_s - 1e-6 and self.lag_s <= self.chunk_s
+class CaptionSession(SessionOpening, SessionReader):
+    """One socket's streaming session. See the module docstring for the task split; its state is
+    ``SessionCore``'s, its reader ``SessionReader``'s, the resume ``SessionOpening``'s."""
 
     async def run(self) -> None:
         """Accept, read ``start``, stream until stop/close/drain; always release what it holds.
@@ -228,139 +163,6 @@ class CaptionSession:
             # the ladder's second rung: new sessions decode greedy (backend.sessions.ladder)
             decoding = "greedy"
         return StreamOptions(chunk_s=self.chunk_s, decoding=decoding, vocabulary=handle)
-
-    async def _open_session(
-        self, message: dict[str, Any], held: tuple[float | None, float | None]
-    ) -> tuple[str, list[CaptionSegment]]:
-        """Create the stream session, or resume one: returns the resume token and the finals to replay, and
-        sets where this connection's audio starts (``ready``'s ``resume_from_s``)."""
-        token = message.get("resume_token")
-        if isinstance(token, str):
-            replay, last_end_s = await self._resume(token, message.get("last_seq") or 0, held[0])
-        else:
-            check_held_audio(held[0], 0.0, self._held_slack_s())
-            await self._meeting_goes_live()
-            opened = await self._store.create(self.meeting_id, self.user_id)
-            self.session_id, self.resume_token_hash = opened.session_id, opened.resume_token_hash
-            token, replay, last_end_s = opened.resume_token, [], 0.0
-        audio_s, buffered_from_s = held
-        max_resend_s = self.svc.settings.max_resend_s
-        self.audio_offset_s = restart_point(last_end_s, audio_s, buffered_from_s, max_resend_s)
-        if audio_s is not None:
-            self.resend_s = max(0.0, audio_s - self.audio_offset_s)
-            self._catching_up = self.resend_s > 0
-        if self.audio_offset_s > last_end_s + 0.001:  # the client no longer holds that audio
-            self._not_captioned = {"from_s": round(last_end_s, 3), "to_s": self.audio_offset_s}
-        return token, replay
-
-    async def _meeting_goes_live(self) -> None:
-        if not await self._store.meeting_goes_live(self.meeting_id):
-            raise ProtocolViolation(1008, "the meeting has ended")
-
-    def _held_slack_s(self) -> float:
-        """Audio a client may hold beyond its session's age: what it may send again, and its burst."""
-        return self.svc.settings.max_resend_s + self.svc.settings.audio_burst_s
-
-    async def _resume(
-        self, token: str, last_seq: Any, audio_s: float | None
-    ) -> tuple[list[CaptionSegment], float]:
-        """Claim the session (the database lets exactly one resume win; ResumeConflict for the others);
-        returns its finals after ``last_seq`` and where its stored finals end."""
-        if not isinstance(last_seq, int):
-            raise ProtocolViolation(1008, "last_seq must be an integer")
-        row = await self._store.resumable(token, self.meeting_id, self.user_id)  # before ending anything
-        if row is None:
-            raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
-        check_held_audio(audio_s, (utcnow() - as_utc(row.created_at)).total_seconds(), self._held_slack_s())
-        await self._end_previous_connection(token_hash(token))
-        await self._meeting_goes_live()
-        opened = await self._store.resume(token, self.meeting_id, self.user_id)
-        if opened is None:
-            raise ProtocolViolation(1008, "resume token unknown or expired", "resume_expired")
-        self.generation = opened.generation
-        self.resume_token_hash = opened.resume_token_hash
-        self.session_id = opened.session_id
-        self.seq = opened.last_seq
-        return [s for s in opened.segments if s.seq > last_seq], opened.last_end_s
-
-    async def _end_previous_connection(self, resume_hash: str) -> None:
-        """A resume can arrive while the dropped connection is still flushing its last finals on this
-        replica: let it finish first, so the replay includes them and numbering continues after them."""
-        for old in list(self.svc.hub.sessions.values()):
-            if old is not self and old.resume_token_hash == resume_hash:
-                try:
-                    await asyncio.wait_for(old.end(1008, "resumed by a new connection"), timeout=30.0)
-                except TimeoutError as exc:
-                    raise ProtocolViolation(1013, "the previous connection is still closing; retry") from exc
-
-    # ----- reader ----------------------------------------------------------------------------------
-    async def _reader(self) -> None:
-        """Receive frames; enforce frame size, audio rate, buffer bound and idle timeout; queue work."""
-        settings = self.svc.settings
-        first_audio: float | None = None
-        # memory's bound on a session's queued audio; the ladder sheds the newest session well before
-        max_queued = max(2, int((2 * settings.lag_busy_s + self.resend_s) / self.chunk_s) + 2)
-        try:
-            while True:
-                try:
-                    message = await asyncio.wait_for(self.ws.receive(), timeout=settings.idle_timeout_s)
-                except TimeoutError:
-                    self._queue.put_nowait(("violation", ProtocolViolation(1008, "idle timeout")))
-                    return
-                if message["type"] == "websocket.disconnect":
-                    self._queue.put_nowait(("gone", message.get("code")))
-                    return
-                if time.monotonic() - self.started_monotonic > settings.max_session_s:
-                    raise ProtocolViolation(1008, "maximum session length")
-                data = message.get("bytes")
-                if data is not None:
-                    if len(data) > settings.max_ws_message_bytes:
-                        raise ProtocolViolation(1009, "frame too large")
-                    if len(data) != self.chunk_bytes:
-                        raise ProtocolViolation(
-                            1008, f"audio frames must be exactly {self.chunk_bytes} bytes"
-                        )
-                    now = time.monotonic()
-                    first_audio = now if first_audio is None else first_audio
-                    allowed_s = settings.audio_burst_s + self.resend_s  # ahead of real time
-                    budget_s = (now - first_audio) * settings.max_audio_rate + allowed_s
-                    if self.received_s + self.chunk_s > budget_s:
-                        raise ProtocolViolation(1008, "audio arrives faster than real time")
-                    if self._queue.qsize() >= max_queued:
-                        self._queue.put_nowait(("busy", None))
-                        await self._discard_until_closed()
-                        return
-                    self.received_s += self.chunk_s
-                    self._queue.put_nowait(("audio", data))
-                    continue
-                text = message.get("text")
-                if text is None:
-                    continue
-                request = parse_json(text, settings.max_json_depth)
-                kind = request.get("type")
-                if kind == "keepalive":
-                    continue
-                if kind in ("stop", "configure"):
-                    self._queue.put_nowait((kind, request))
-                    if kind == "stop":
-                        return
-                    continue
-                raise ProtocolViolation(1008, f"unknown message type {kind!r}")
-        except ProtocolViolation as exc:
-            self._queue.put_nowait(("violation", exc))
-            await self._discard_until_closed()
-        except WebSocketDisconnect as exc:
-            self._queue.put_nowait(("gone", exc.code))
-        except Exception as exc:  # the consumer must hear of it, or the session would never end
-            self._log.exception("reader_failed", error=type(exc).__name__)
-            self._queue.put_nowait(("failed", exc))
-
-    async def _discard_until_closed(self) -> None:
-        """After a violation, drop whatever the client still sends until the socket closes."""
-        while True:
-            message = await self.ws.receive()
-            if message["type"] == "websocket.disconnect":
-                return
 
     # ----- consumer --------------------------------------------------------------------------------
     async def _consume(self) -> None:
@@ -579,18 +381,6 @@ class CaptionSession:
         finally:
             self._done.set()
 
-    async def _send(self, message: dict[str, Any]) -> None:
-        if self.ws.application_state == WebSocketState.CONNECTED:
-            try:
-                await self.ws.send_text(json.dumps(message))
-            except (WebSocketDisconnect, RuntimeError):
-                self._log.info("send_after_disconnect", type=message.get("type"))
-
-    async def _send_error(self, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> None:
-        body: dict[str, Any] = {"type": "error", "code": code, "message": message}
-        if errors is not None:
-            body["errors"] = errors
-        await self._send(body)
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
