@@ -7,7 +7,7 @@
 #
 # Usage (repository root):  OUT=/some/dir bash bench/gpu_check.sh [bench/gpu_check.py arguments]
 # Needs .gpucheck/whl from bench/gpu_pack.sh (carried): installed with the machine's own PyTorch into
-# $GPU_CHECK_SITE (default /tmp/gpucheck-site). Without .gpucheck/whl (the CPU dry run, tests/test_gpu_check.py)
+# $GPU_CHECK_SITE (default /tmp/gpucheck-site). Without .gpucheck/whl (the CPU dry run, tests/tools/test_gpu_check.py)
 # nothing is installed and $PY (default python3) must have NeMo already.
 # Writes $OUT/gpu_check.log, $OUT/gpu_check.md (the table) and $OUT/gpu_check.json (every row).
 set -uo pipefail

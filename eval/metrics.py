@@ -3,9 +3,10 @@
 ``keyword_counts`` is a per-utterance port of
 ``nemo.collections.asr.parts.context_biasing.context_biasing_utils.compute_fscore`` (NeMo 3.0.0), which only
 reads a manifest file and prints: the same ``kaldialign`` alignment, the same n-gram walk over non-epsilon
-positions, the same tp/gt/fp rules and the same ``1e-8`` smoothing. ``tests/test_eval.py`` checks it against
-NeMo's function. Texts are normalised first (punctuation dropped, whitespace collapsed); the lower-case
-variant is the paper's metric, the case-kept variant checks that captions show the display casing.
+positions, the same tp/gt/fp rules and the same ``1e-8`` smoothing. ``tests/tools/test_eval.py`` checks it
+against NeMo's function. Texts are normalised first (punctuation dropped, whitespace collapsed);
+the lower-case variant is the paper's metric, the case-kept variant checks that captions show the display
+casing.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 
 from tests.browser.axe import axe_violations, blocking, describe
 from tests.browser.conftest import log_in, screenshot
-from tests.test_meeting_view import MEMBER, _seed_two_speakers
+from tests.meeting_view.test_feed_and_timeline import MEMBER, _seed_two_speakers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

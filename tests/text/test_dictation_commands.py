@@ -11,7 +11,8 @@ import pytest
 
 from backend.text.dictation_commands import cue_texts, dictate, parse_utterance
 
-CASES = json.loads((Path(__file__).parent / "fixtures" / "dictation_commands_cases.json").read_text("utf-8"))
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "dictation_commands_cases.json"
+CASES = json.loads(FIXTURE.read_text("utf-8"))
 
 
 @pytest.mark.parametrize("case", CASES["cases"], ids=lambda c: " | ".join(t for t, _ in c["said"]))

@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.meeting_view.test_view_socket import live_meeting, speak, ticket
 from tests.support.fake_engine import FakeEngine
 from tests.support.server import LiveServer, login, make_settings
-from tests.test_meeting_view_protocol import live_meeting, speak, ticket
 
 pytestmark = pytest.mark.slow
 

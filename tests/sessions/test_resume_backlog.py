@@ -22,10 +22,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 
 from backend.config import Settings
+from tests.sessions.test_protocol import collect, finals, open_ws, persisted, start, ticket
 from tests.support.fake_engine import chunk
 from tests.support.server import login, make_settings
 from tests.support.server_process import ServerProcess
-from tests.test_protocol import collect, finals, open_ws, persisted, start, ticket
 
 pytestmark = pytest.mark.slow
 

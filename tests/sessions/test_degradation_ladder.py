@@ -19,9 +19,9 @@ from websockets.exceptions import InvalidStatus
 from backend.config import Settings
 from backend.services import ladder_thresholds
 from backend.sessions.ladder import LoadLadder, Rung, pressure_of
+from tests.sessions.test_protocol import collect, meeting, open_ws, start, ticket
 from tests.support.fake_engine import FakeEngine, chunk
 from tests.support.server import LiveServer, make_settings
-from tests.test_protocol import collect, meeting, open_ws, start, ticket
 
 
 def test_the_ladder_climbs_one_rung_per_reading_in_order() -> None:

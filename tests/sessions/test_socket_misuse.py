@@ -19,9 +19,7 @@ from backend.db.models import Meeting, Role, StreamSession, User, utcnow
 from backend.db.session import Database
 from backend.engine.types import StreamOptions
 from backend.sessions import resume
-from tests.support.fake_engine import FakeEngine, FakeStream, chunk
-from tests.support.server import LiveServer, make_settings
-from tests.test_protocol import (
+from tests.sessions.test_protocol import (
     collect,
     finals,
     meeting,
@@ -32,6 +30,8 @@ from tests.test_protocol import (
     start,
     ticket,
 )
+from tests.support.fake_engine import FakeEngine, FakeStream, chunk
+from tests.support.server import LiveServer, make_settings
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ from backend.config import Settings
 from backend.db.models import CaptionSegment
 from backend.db.session import Database
 from backend.text.captions_export import export_filename
+from tests.meeting_view.test_feed_and_timeline import MEMBER, _as, _member, _seed_two_speakers
 from tests.support.server import ADMIN_PASSWORD
-from tests.test_meeting_view import MEMBER, _as, _member, _seed_two_speakers
 
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
@@ -163,7 +163,7 @@ def test_search_finds_corrected_lines_in_the_meetings_the_caller_may_read(
 
 
 def _seed_dictation_line(settings: Settings, meeting_id: int, user_id: int) -> None:
-    from tests.test_meeting_view import T0  # the same clock as the seeded meetings
+    from tests.meeting_view.test_feed_and_timeline import T0  # the same clock as the seeded meetings
 
     async def seed() -> None:
         from backend.db.models import StreamSession
@@ -213,7 +213,7 @@ def test_my_dictations_are_titled_by_their_first_words_and_a_dictation_left_live
 
     from backend.db.models import Meeting, MeetingStatus, StreamSession
     from backend.sessions.dictations import IDLE_END_S, end_idle_dictations
-    from tests.test_meeting_view import T0
+    from tests.meeting_view.test_feed_and_timeline import T0
 
     admin_id = admin.get("/api/auth/me").json()["user"]["id"]
     named = admin.post("/api/dictations", json={"title": "Clinic letter"}).json()["meeting"]["id"]

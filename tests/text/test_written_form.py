@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from backend.text.written_form import to_written
 from captions_model.spoken_form import number_to_words, ordinal_words, to_spoken_form
 
-CASES = json.loads((Path(__file__).parent / "fixtures" / "written_form_cases.json").read_text("utf-8"))
+CASES = json.loads((Path(__file__).parents[1] / "fixtures" / "written_form_cases.json").read_text("utf-8"))
 PLAIN_WORDS = "the patient was seen by someone on the ward and is well today once again".split()
 MONTHS = "January February March April May June July August September October November December".split()
 

@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from backend.edge.jsonlimits import nesting_depth
+from tests.sessions.test_protocol import meeting
 from tests.support.fake_engine import FakeEngine
 from tests.support.server import LiveServer, login, make_settings
 from tests.support.server_process import ServerProcess
-from tests.test_protocol import meeting
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from tests.meeting_view.test_view_socket import live_meeting, open_view, ticket
+from tests.sessions.test_protocol import open_ws, start
 from tests.support.fake_engine import FakeEngine
 from tests.support.server import LiveServer, login, make_settings
-from tests.test_meeting_view_protocol import live_meeting, open_view, ticket
-from tests.test_protocol import open_ws, start
 
 pytestmark = pytest.mark.slow
 

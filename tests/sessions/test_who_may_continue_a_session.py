@@ -14,10 +14,8 @@ import pytest
 from sqlalchemy import event
 from websockets.exceptions import InvalidStatus
 
-from tests.support.fake_engine import FakeEngine, chunk
-from tests.support.server import LiveServer, make_settings
-from tests.test_meeting_view_protocol import member, open_view, until
-from tests.test_protocol import (
+from tests.meeting_view.test_view_socket import member, open_view, until
+from tests.sessions.test_protocol import (
     collect,
     finals,
     meeting,
@@ -27,6 +25,8 @@ from tests.test_protocol import (
     start,
     ticket,
 )
+from tests.support.fake_engine import FakeEngine, chunk
+from tests.support.server import LiveServer, make_settings
 
 pytestmark = pytest.mark.slow
 
