@@ -24,6 +24,7 @@ from tests.support.server import ADMIN_PASSWORD, free_port, login, query, wait_u
 from tests.support.speech import spoken
 
 pytestmark = pytest.mark.slow
+CHUNK_SIZES = (1.12, 0.56)
 SENTENCE = "The weather is quite pleasant today, and the children are playing in the garden."
 
 
@@ -39,24 +40,29 @@ def chunks(audio: np.ndarray, chunk_samples: int) -> list[bytes]:
     return [pcm[i : i + chunk_samples].tobytes() for i in range(0, len(pcm), chunk_samples)]
 
 
-def offline_finals(audio: np.ndarray, chunk_s: float) -> list[str]:
-    """The engine's decode of the same audio, one stream, no server in between (the default decoding:
-    beam search with the bundled LM)."""
+@pytest.fixture(scope="module")
+def offline_finals(speech: np.ndarray) -> dict[float, list[str]]:
+    """The engine's decode of the same audio at each chunk size, one stream, no server in between (the
+    default decoding: beam search with the bundled LM); one engine for both sizes."""
 
-    async def decode() -> list[str]:
+    async def decode() -> dict[float, list[str]]:
         engine = build_engine(Settings())  # the configuration `make run` uses
         await engine.start()
         try:
-            stream = engine.open_stream(StreamOptions(chunk_s=chunk_s, decoding=Settings().default_decoding))
-            texts = []
-            for frame in chunks(audio, engine.chunk_samples(chunk_s)):
-                texts += [f.text for f in (await stream.push(frame)).finals]
-            texts += [f.text for f in (await stream.finish()).finals]
-            return [t for t in texts if t.strip()]
+            decoded = {}
+            for chunk_s in CHUNK_SIZES:
+                options = StreamOptions(chunk_s=chunk_s, decoding=Settings().default_decoding)
+                stream = engine.open_stream(options)
+                texts = []
+                for frame in chunks(speech, engine.chunk_samples(chunk_s)):
+                    texts += [f.text for f in (await stream.push(frame)).finals]
+                texts += [f.text for f in (await stream.finish()).finals]
+                decoded[chunk_s] = [t for t in texts if t.strip()]
+            return decoded
         finally:
             await engine.stop()
 
-    result: list[list[str]] = []
+    result: list[dict[float, list[str]]] = []
     worker = threading.Thread(target=lambda: result.append(asyncio.run(decode())))
     worker.start()
     worker.join()
@@ -123,14 +129,14 @@ async def stream_wav(base: str, audio: np.ndarray, chunk_s: float) -> list[dict]
     return messages
 
 
-@pytest.mark.parametrize("chunk_s", [1.12, 0.56])
+@pytest.mark.parametrize("chunk_s", CHUNK_SIZES)
 async def test_make_run_captions_speech_like_the_offline_decode(
-    make_run: tuple[str, str], speech: np.ndarray, chunk_s: float
+    make_run: tuple[str, str], speech: np.ndarray, offline_finals: dict[float, list[str]], chunk_s: float
 ) -> None:
     base, database_url = make_run
     messages = await stream_wav(base, speech, chunk_s)
     finals = [m["text"] for m in messages if m["type"] == "final"]
-    expected = offline_finals(speech, chunk_s)
+    expected = offline_finals[chunk_s]
     assert " ".join(finals) == " ".join(expected)
     assert any(m["type"] == "partial" for m in messages)
     words = " ".join(finals).lower()

@@ -22,6 +22,7 @@ from training.plain import load_plain, load_shards, save_shards, word_error_rate
 from training.synth import make_jobs
 from training.train import batch_loss, collate
 
+pytestmark = pytest.mark.slow
 MODEL = REPO_ROOT / "models" / "captions-embedded.nemo"
 SENTENCES = [
     "The weather is quite pleasant today, and the children are playing in the garden.",
