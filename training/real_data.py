@@ -14,9 +14,9 @@ Every source is offline-installable (``/work/shared/docs/OFFLINE_DATA.md``, "Rea
   lower-case without punctuation (``"cased": false`` in the manifest).
 - ``pysptk`` 1.0.1 sdist: ``pysptk/example_audio_data/arctic_a0007.wav`` (CMU ARCTIC, speaker awb, a real
   Scottish male voice; prompt a0007 is "And you always want to see it in the superlative degree.").
-  ``pip download --no-binary :all: pysptk==1.0.1`` fails here (it builds the sdist's metadata, which needs
-  numpy/Cython build dependencies), so the sdist is fetched from the index's simple API (PEP 691 JSON) and
-  checked against the sha256 the index lists.
+  Fetched with ``pip download --no-deps --no-binary pysptk pysptk==1.0.1`` from the index pip is configured
+  with (pip checks the sha256 the index lists). Only pysptk is taken as an sdist: ``--no-binary :all:``
+  would also build its metadata's build dependencies (numpy, ...) from source, which fails here.
 
 Not scored (no transcript anywhere): ``numbers.raw`` and ``something.raw`` of pocketsphinx-testdata, and
 ``endgame_nagg_nell.wav`` / ``clone-test.wav`` of the moonshine wheel; they go to
@@ -35,14 +35,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import re
 import subprocess
 import sys
 import tarfile
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +53,6 @@ MOONSHINE_VERSION = "0.1.5"
 PYSPTK_VERSION = "1.0.1"
 PYSPTK_SDIST = f"pysptk-{PYSPTK_VERSION}.tar.gz"
 PYSPTK_MEMBER = f"pysptk-{PYSPTK_VERSION}/pysptk/example_audio_data/arctic_a0007.wav"
-SIMPLE_INDEX = "https://pypi.org/simple"
 POCKETSPHINX_DATA = Path("/usr/share/pocketsphinx/test/data")
 ARCTIC_A0007 = "And you always want to see it in the superlative degree."
 GOFORWARD = "go forward ten meters"
@@ -141,26 +138,17 @@ def pocketsphinx_data(downloads: Path) -> Path:
 
 
 def pysptk_arctic(downloads: Path) -> Path:
-    """``arctic_a0007.wav`` from the pysptk sdist, downloaded once and checked against the index's sha256."""
+    """``arctic_a0007.wav`` from the pysptk sdist, downloaded once with ``pip download`` (the configured
+    index; pip checks the file against the sha256 the index lists)."""
     wav = downloads / "arctic_a0007.wav"
     if wav.exists():
         return wav
     sdist = downloads / PYSPTK_SDIST
     if not sdist.exists():
-        request = urllib.request.Request(
-            f"{SIMPLE_INDEX}/pysptk/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
-        )
-        with urllib.request.urlopen(request, timeout=60) as r:  # noqa: S310 - fixed https URL
-            files = json.load(r)["files"]
-        entry = next(f for f in files if f["filename"] == PYSPTK_SDIST)
-        with urllib.request.urlopen(entry["url"], timeout=120) as r:  # noqa: S310 - the index's own URL
-            payload = r.read()
-        digest = hashlib.sha256(payload).hexdigest()
-        if digest != entry["hashes"]["sha256"]:
-            raise SystemExit(
-                f"{PYSPTK_SDIST}: sha256 {digest} is not the index's {entry['hashes']['sha256']}"
-            )
-        sdist.write_bytes(payload)
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "pysptk"]
+        subprocess.run([*pip, "-d", str(downloads), f"pysptk=={PYSPTK_VERSION}"], check=True)
+        if not sdist.exists():
+            raise SystemExit(f"pip download did not leave {PYSPTK_SDIST} in {downloads}")
     with tarfile.open(sdist) as t, t.extractfile(PYSPTK_MEMBER) as src:  # type: ignore[union-attr]
         wav.write_bytes(src.read())
     return wav
