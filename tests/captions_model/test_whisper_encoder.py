@@ -12,7 +12,7 @@ from captions_model.nemo_encoder import LEGACY_TARGET_PREFIX, TARGET, TARGET_PRE
 
 torch.set_num_threads(1)
 
-MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "captions-embedded.nemo"
+MODEL_PATH = Path(__file__).resolve().parents[2] / "models" / "captions-embedded.nemo"
 
 
 def tiny_encoder() -> WhisperEncoder:

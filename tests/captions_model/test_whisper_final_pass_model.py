@@ -28,7 +28,9 @@ pytestmark = pytest.mark.skipif(
 
 SENTENCES = [
     "Please schedule the meeting for next Tuesday afternoon.",
-    "The quick brown fox jumps over the lazy dog.",
+    # Not the pangram: espeak-ng 1.51's "quick brown fox" reads as "round-f-stump" to tiny.en, which then
+    # loops, and the loop guard's cut (no end-of-text) made the scoring check compare unlike things.
+    "The train to the airport leaves every twenty minutes.",
     "We reviewed the budget and agreed to hire two more engineers.",
 ]
 
