@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.dataset import EvalSet
-from eval.metrics import normalize, score
+from eval.metrics import normalize, score, word_error_rate
 from eval.runner import RunOutput
 
 COLUMNS = (
@@ -37,6 +37,7 @@ COLUMNS = (
     "words",
     "false_alarms",
     "fa_per_1k",
+    "wer_partial",
 )
 
 
@@ -65,6 +66,7 @@ class Row:
     words: int = 0  # reference words
     false_alarms: int = 0  # terms in the hypotheses where the reference has none (keyword fp)
     fa_per_1k: float = math.nan  # false alarms per 1,000 reference words
+    wer_partial: float = math.nan  # WER of the partials shown just before each final (what the screen showed)
 
     @property
     def comparable(self) -> tuple[str, float]:
@@ -118,6 +120,7 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
         words=words,
         false_alarms=scores.lower.fp,
         fa_per_1k=1000 * scores.lower.fp / max(1, words),
+        wer_partial=100 * word_error_rate(refs, list(output.shown)) if output.shown else math.nan,
     )
 
 
@@ -173,11 +176,11 @@ def table(rows: Sequence[Row]) -> str:
     """A Markdown table (readable as plain text too)."""
     cols = (
         "config", "precision", "recall", "fscore", "fscore_cased", "fscore_shown", "wer", "wer_change",
-        "fa_per_1k", "rtfx", "vocab_s",
+        "wer_partial", "fa_per_1k", "rtfx", "vocab_s",
     )  # fmt: skip
     heads = (
-        "configuration", "P", "R", "F", "F cased", "F shown", "WER %", "WER +", "FA /1k words", "RTFx",
-        "lists s",
+        "configuration", "P", "R", "F", "F cased", "F shown", "WER %", "WER +", "WER partial %",
+        "FA /1k words", "RTFx", "lists s",
     )  # fmt: skip
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
     baselines = {row.comparable: row.wer for row in rows if row.biasing == "none" and not row.skipped}
