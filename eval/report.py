@@ -105,14 +105,15 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
     scores = score(refs, list(output.hyps), eval_set.keywords("display"))
     shown = score(refs, shown_hyps(output.hyps, eval_set, config.biasing), eval_set.keywords("display"))
     words = sum(len(normalize(ref).split()) for ref in refs)
+    keyed = 100.0 if eval_set.terms else math.nan  # no terms (a bare manifest): no keyword figures
     return Row(
         **base,
-        precision=100 * scores.lower.precision,
-        recall=100 * scores.lower.recall,
-        fscore=100 * scores.lower.fscore,
-        fscore_cased=100 * scores.cased.fscore,
+        precision=keyed * scores.lower.precision,
+        recall=keyed * scores.lower.recall,
+        fscore=keyed * scores.lower.fscore,
+        fscore_cased=keyed * scores.cased.fscore,
         wer=100 * scores.wer,
-        fscore_shown=100 * shown.cased.fscore,
+        fscore_shown=keyed * shown.cased.fscore,
         rtfx=output.rtfx,
         vocab_s=output.vocab_wall_s,
         utterances=len(output.hyps),
@@ -216,6 +217,7 @@ def write_outputs(
     for output in outputs:
         if output.skipped is not None:
             continue
+        shown = output.shown or ("",) * len(output.hyps)
         lines = [
             json.dumps(
                 {
@@ -223,9 +225,10 @@ def write_outputs(
                     "text": item.text,
                     "pred_text": hyp,
                     "utt_id": item.utt_id,
+                    "shown_partials": partials,  # the partials on screen just before each final
                 }
             )
-            for item, hyp in zip(eval_set.items, output.hyps, strict=True)
+            for item, hyp, partials in zip(eval_set.items, output.hyps, shown, strict=True)
         ]
         (hyp_dir / f"{_safe(output.config.name)}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
 

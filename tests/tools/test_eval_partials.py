@@ -123,7 +123,7 @@ def test_wer_partial_is_scored_like_wer_on_a_manifest_without_lists(tmp_path: Pa
         audio_s=0.2,
     )
     row = to_row(output, eval_set)
-    assert row.wer == 0.0
+    assert row.wer == 0.0 and math.isnan(row.fscore)  # no terms: no keyword figures
     # 9 reference words: "wether" substituted, "today" and "meters" deleted
     assert row.wer_partial == pytest.approx(100 * 3 / 9)
     rendered = table([row]).splitlines()
@@ -133,6 +133,11 @@ def test_wer_partial_is_scored_like_wer_on_a_manifest_without_lists(tmp_path: Pa
     write_outputs([row], [output], eval_set, tmp_path / "run", {})
     saved = json.loads((tmp_path / "run" / "results.json").read_text())["results"][0]
     assert saved["wer_partial"] == pytest.approx(row.wer_partial)
+    hyps = [
+        json.loads(line)
+        for line in (tmp_path / "run" / "hyps" / "none_beam_1.12s.json").read_text().splitlines()
+    ]
+    assert [h["shown_partials"] for h in hyps] == ["the wether is fine", "go forward ten"]
 
 
 def test_rows_without_partials_say_not_available(tmp_path: Path) -> None:
