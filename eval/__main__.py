@@ -330,9 +330,13 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         "--manifest", type=Path, default=None, help="the runs' manifest: recompute F shown from their hyps/"
     )
     rep.set_defaults(func=report)
+    from eval.degrade import add_parser as add_degrade
     from eval.trace import add_parser as add_trace
+    from eval.whisper_alone import add_parser as add_whisper_alone
 
     add_trace(sub)
+    add_degrade(sub)
+    add_whisper_alone(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

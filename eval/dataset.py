@@ -164,10 +164,14 @@ class EvalSet:
 def load_set(
     manifest: Path, lists_json: Path | None = None, limit: int | None = None, groups: set[str] | None = None
 ) -> EvalSet:
-    """Read a manifest and its ``lists.json`` (default: next to the manifest); ``groups`` keeps the items of
-    those manifest groups (e.g. ``real`` of a term-free set); ``limit`` keeps the first N."""
+    """Read a manifest and its ``lists.json`` (default: next to the manifest; a manifest without one, e.g.
+    ``training.real_data``'s, has no terms and no lists); ``groups`` keeps the items of those manifest groups
+    (e.g. ``real`` of a term-free set); ``limit`` keeps the first N."""
     lists_path = lists_json or manifest.parent / "lists.json"
-    meta = json.loads(lists_path.read_text(encoding="utf-8"))
+    if lists_json is None and not lists_path.is_file():
+        meta: dict[str, Any] = {"terms": {}, "lists": {}}
+    else:
+        meta = json.loads(lists_path.read_text(encoding="utf-8"))
     items = []
     for line in manifest.read_text(encoding="utf-8").splitlines():
         if not line.strip():

@@ -115,20 +115,31 @@ class Scores:
     wer: float
 
 
-def score(refs: Sequence[str], hyps: Sequence[str], keywords_display: Sequence[str]) -> Scores:
-    """Normalise raw texts and score them; ``keywords_display`` are the terms in display casing."""
-    from nemo.collections.asr.metrics.wer import word_error_rate
+def word_error_rate(refs: Sequence[str], hyps: Sequence[str]) -> float:
+    """NeMo's corpus WER (0-1) of raw texts after ``normalize`` (lower-cased, punctuation dropped)."""
+    from nemo.collections.asr.metrics.wer import word_error_rate as nemo_wer
 
-    refs_lower = [normalize(t) for t in refs]
-    hyps_lower = [normalize(t) for t in hyps]
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    return float(nemo_wer(hypotheses=[normalize(t) for t in hyps], references=[normalize(t) for t in refs]))
+
+
+def score(refs: Sequence[str], hyps: Sequence[str], keywords_display: Sequence[str]) -> Scores:
+    """Normalise raw texts and score them; ``keywords_display`` are the terms in display casing (none, as
+    for a manifest without lists: zero keyword counts)."""
     keywords_lower = {normalize(k) for k in keywords_display}
     keywords_cased = {normalize(k, keep_case=True) for k in keywords_display}
+    wer = word_error_rate(refs, hyps)
+    if not keywords_lower:
+        return Scores(lower=KeywordCounts(), cased=KeywordCounts(), wer=wer)
     return Scores(
-        lower=corpus_keyword_counts(refs_lower, hyps_lower, keywords_lower),
+        lower=corpus_keyword_counts(
+            [normalize(t) for t in refs], [normalize(t) for t in hyps], keywords_lower
+        ),
         cased=corpus_keyword_counts(
             [normalize(t, keep_case=True) for t in refs],
             [normalize(t, keep_case=True) for t in hyps],
             keywords_cased,
         ),
-        wer=float(word_error_rate(hypotheses=hyps_lower, references=refs_lower)),
+        wer=wer,
     )

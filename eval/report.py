@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.dataset import EvalSet
-from eval.metrics import normalize, score
+from eval.metrics import normalize, score, word_error_rate
 from eval.runner import RunOutput
 
 COLUMNS = (
@@ -37,6 +37,7 @@ COLUMNS = (
     "words",
     "false_alarms",
     "fa_per_1k",
+    "wer_partial",
 )
 
 
@@ -65,6 +66,7 @@ class Row:
     words: int = 0  # reference words
     false_alarms: int = 0  # terms in the hypotheses where the reference has none (keyword fp)
     fa_per_1k: float = math.nan  # false alarms per 1,000 reference words
+    wer_partial: float = math.nan  # WER of the partials shown just before each final (what the screen showed)
 
     @property
     def comparable(self) -> tuple[str, float]:
@@ -103,14 +105,15 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
     scores = score(refs, list(output.hyps), eval_set.keywords("display"))
     shown = score(refs, shown_hyps(output.hyps, eval_set, config.biasing), eval_set.keywords("display"))
     words = sum(len(normalize(ref).split()) for ref in refs)
+    keyed = 100.0 if eval_set.terms else math.nan  # no terms (a bare manifest): no keyword figures
     return Row(
         **base,
-        precision=100 * scores.lower.precision,
-        recall=100 * scores.lower.recall,
-        fscore=100 * scores.lower.fscore,
-        fscore_cased=100 * scores.cased.fscore,
+        precision=keyed * scores.lower.precision,
+        recall=keyed * scores.lower.recall,
+        fscore=keyed * scores.lower.fscore,
+        fscore_cased=keyed * scores.cased.fscore,
         wer=100 * scores.wer,
-        fscore_shown=100 * shown.cased.fscore,
+        fscore_shown=keyed * shown.cased.fscore,
         rtfx=output.rtfx,
         vocab_s=output.vocab_wall_s,
         utterances=len(output.hyps),
@@ -118,6 +121,7 @@ def to_row(output: RunOutput, eval_set: EvalSet) -> Row:
         words=words,
         false_alarms=scores.lower.fp,
         fa_per_1k=1000 * scores.lower.fp / max(1, words),
+        wer_partial=100 * word_error_rate(refs, list(output.shown)) if output.shown else math.nan,
     )
 
 
@@ -173,11 +177,11 @@ def table(rows: Sequence[Row]) -> str:
     """A Markdown table (readable as plain text too)."""
     cols = (
         "config", "precision", "recall", "fscore", "fscore_cased", "fscore_shown", "wer", "wer_change",
-        "fa_per_1k", "rtfx", "vocab_s",
+        "wer_partial", "fa_per_1k", "rtfx", "vocab_s",
     )  # fmt: skip
     heads = (
-        "configuration", "P", "R", "F", "F cased", "F shown", "WER %", "WER +", "FA /1k words", "RTFx",
-        "lists s",
+        "configuration", "P", "R", "F", "F cased", "F shown", "WER %", "WER +", "WER partial %",
+        "FA /1k words", "RTFx", "lists s",
     )  # fmt: skip
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
     baselines = {row.comparable: row.wer for row in rows if row.biasing == "none" and not row.skipped}
@@ -213,6 +217,7 @@ def write_outputs(
     for output in outputs:
         if output.skipped is not None:
             continue
+        shown = output.shown or ("",) * len(output.hyps)
         lines = [
             json.dumps(
                 {
@@ -220,9 +225,10 @@ def write_outputs(
                     "text": item.text,
                     "pred_text": hyp,
                     "utt_id": item.utt_id,
+                    "shown_partials": partials,  # the partials on screen just before each final
                 }
             )
-            for item, hyp in zip(eval_set.items, output.hyps, strict=True)
+            for item, hyp, partials in zip(eval_set.items, output.hyps, shown, strict=True)
         ]
         (hyp_dir / f"{_safe(output.config.name)}.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from backend.engine import Engine, EngineConfig, StreamOptions, VocabularyHandle
+from backend.engine import Engine, EngineConfig, StepResult, StreamOptions, VocabularyHandle
 from biasing.graph import GraphMode, GraphParams
 from biasing.terms import Term
 from eval.dataset import EvalItem, EvalSet
@@ -122,6 +122,7 @@ class RunOutput:
     audio_s: float = 0.0
     skipped: str | None = None
     final_pass_outcomes: tuple[tuple[str, int], ...] = ()  # the second pass's decisions in this run
+    shown: tuple[str, ...] = ()  # per item: the partial on screen just before each final (StreamTexts.shown)
 
     @property
     def rtfx(self) -> float:
@@ -139,31 +140,74 @@ def load_audio(items: Iterable[EvalItem]) -> dict[str, np.ndarray]:
     return audio
 
 
+@dataclass(frozen=True)
+class StreamTexts:
+    """What one stream gave: ``finals``, its finals' texts joined by spaces; ``shown``, for each final in the
+    same order, the partial the screen showed just before it (``ShownPartials``), joined the same way."""
+
+    finals: str
+    shown: str
+
+
+class ShownPartials:
+    """Follows a stream's step results and keeps, per final, the partial on screen when it came: the text of
+    the latest non-empty partial seen before the step that produced the final ("" if none came since the
+    previous final, e.g. the second of two finals of one step). A step's partial belongs to the utterance
+    after its finals, so it is read after them."""
+
+    def __init__(self) -> None:
+        self.finals: list[str] = []
+        self.shown: list[str] = []
+        self._latest = ""
+
+    def add(self, result: StepResult) -> None:
+        """Record one step's finals and then its partial."""
+        for final in result.finals:
+            self.finals.append(final.text)
+            self.shown.append(self._latest)
+            self._latest = ""
+        if result.partial.strip():
+            self._latest = result.partial
+
+    def texts(self) -> StreamTexts:
+        """The finals and the partials shown before them, each joined by spaces (empty ones skipped)."""
+        return StreamTexts(" ".join(self.finals), " ".join(t for t in self.shown if t.strip()))
+
+
+async def decode_stream_texts(
+    engine: Engine,
+    samples: np.ndarray,
+    options: StreamOptions,
+    progress: Callable[[float], None] | None = None,
+) -> StreamTexts:
+    """One engine stream over ``samples`` (16 kHz), pushed in exact chunks (the last zero-padded) as the
+    server does; its finals and the partials shown before them. ``progress`` gets the audio seconds of each
+    chunk pushed."""
+    stream = engine.open_stream(options)
+    size = stream.chunk_samples
+    tracker = ShownPartials()
+    try:
+        for start in range(0, len(samples), size):
+            chunk = samples[start : start + size]
+            if len(chunk) < size:
+                chunk = np.concatenate([chunk, np.zeros(size - len(chunk), dtype=np.float32)])
+            tracker.add(await stream.push(chunk))
+            if progress is not None:
+                progress(min(size, len(samples) - start) / SAMPLE_RATE_HZ)
+        tracker.add(await stream.finish())
+    finally:
+        stream.abort()  # no-op after finish; frees the stream if a push failed
+    return tracker.texts()
+
+
 async def decode_stream(
     engine: Engine,
     samples: np.ndarray,
     options: StreamOptions,
     progress: Callable[[float], None] | None = None,
 ) -> str:
-    """One engine stream over ``samples`` (16 kHz), pushed in exact chunks (the last zero-padded) as the
-    server does; its finals joined by spaces. ``progress`` gets the audio seconds of each chunk pushed."""
-    stream = engine.open_stream(options)
-    size = stream.chunk_samples
-    texts: list[str] = []
-    try:
-        for start in range(0, len(samples), size):
-            chunk = samples[start : start + size]
-            if len(chunk) < size:
-                chunk = np.concatenate([chunk, np.zeros(size - len(chunk), dtype=np.float32)])
-            result = await stream.push(chunk)
-            texts += [final.text for final in result.finals]
-            if progress is not None:
-                progress(min(size, len(samples) - start) / SAMPLE_RATE_HZ)
-        result = await stream.finish()
-    finally:
-        stream.abort()  # no-op after finish; frees the stream if a push failed
-    texts += [final.text for final in result.finals]
-    return " ".join(texts)
+    """``decode_stream_texts``' finals only: the stream's finals joined by spaces."""
+    return (await decode_stream_texts(engine, samples, options, progress)).finals
 
 
 def _list_id(item: EvalItem, biasing: str) -> str | None:
@@ -207,16 +251,16 @@ async def run_config(
     vocab_wall_s = time.monotonic() - started
     limit = asyncio.Semaphore(engine.config.max_live_streams)
 
-    async def one(item: EvalItem) -> str:
+    async def one(item: EvalItem) -> StreamTexts:
         list_id = _list_id(item, config.biasing)
         options = StreamOptions(config.chunk_s, config.decoding, handles.get(list_id) if list_id else None)
         async with limit:
-            return await decode_stream(engine, audio[item.utt_id], options, progress)
+            return await decode_stream_texts(engine, audio[item.utt_id], options, progress)
 
     before = dict(engine.stats().final_pass_outcomes)
     started = time.monotonic()
     try:
-        hyps = await asyncio.gather(*(one(item) for item in eval_set.items))
+        texts = await asyncio.gather(*(one(item) for item in eval_set.items))
     finally:
         for handle in handles.values():
             handle.release()
@@ -224,7 +268,9 @@ async def run_config(
     audio_s = sum(len(audio[item.utt_id]) for item in eval_set.items) / SAMPLE_RATE_HZ
     after = engine.stats().final_pass_outcomes
     outcomes = tuple((name, n - before.get(name, 0)) for name, n in after if n > before.get(name, 0))
-    return RunOutput(config, tuple(hyps), decode_wall_s, vocab_wall_s, audio_s, None, outcomes)
+    hyps = tuple(t.finals for t in texts)
+    shown = tuple(t.shown for t in texts)
+    return RunOutput(config, hyps, decode_wall_s, vocab_wall_s, audio_s, None, outcomes, shown)
 
 
 def group_by_engine(configs: Sequence[RunConfig]) -> list[tuple[RunConfig, list[RunConfig]]]:

@@ -6,9 +6,11 @@ streams are not in lock-step.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import wave
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +27,39 @@ SENTENCES = (
 )
 
 
+@dataclass(frozen=True)
+class Sentence:
+    """What the WAV says between two samples (``start`` inclusive, ``end`` exclusive)."""
+
+    text: str
+    start: int
+    end: int
+
+
+def transcript_path(wav: Path) -> Path:
+    """Where a WAV's transcript lies: beside it, ``.json`` (``{"sentences": [{"text", "start", "end"}]}``,
+    samples at 16 kHz); ``synthesize`` writes one, a ``--wav`` may bring one."""
+    return wav.with_suffix(".json")
+
+
+def load_transcript(wav: Path) -> tuple[Sentence, ...]:
+    """The WAV's sentences from its transcript (none without one: then no WER is reported)."""
+    path = transcript_path(wav)
+    if not path.is_file():
+        return ()
+    entries = json.loads(path.read_text(encoding="utf-8"))["sentences"]
+    return tuple(Sentence(str(e["text"]), int(e["start"]), int(e["end"])) for e in entries)
+
+
 def synthesize(out_dir: Path, voice: str = "en-us", words_per_minute: int = 160) -> Path:
-    """Speak ``SENTENCES`` with espeak-ng, with ``PAUSE_S`` of silence after each; returns a 16 kHz WAV."""
+    """Speak ``SENTENCES`` with espeak-ng, with ``PAUSE_S`` of silence after each; returns a 16 kHz WAV
+    (and writes its transcript, ``transcript_path``)."""
     if shutil.which("espeak-ng") is None:
         raise RuntimeError("espeak-ng is not installed: install it or pass --wav")
     out_dir.mkdir(parents=True, exist_ok=True)
     pieces: list[np.ndarray] = []
+    spans: list[dict[str, object]] = []
+    position = 0
     for index, sentence in enumerate(SENTENCES):
         raw = out_dir / f"sentence-{index}.wav"
         subprocess.run(
@@ -41,9 +70,12 @@ def synthesize(out_dir: Path, voice: str = "en-us", words_per_minute: int = 160)
         )
         rate, samples = _read_wav(raw)
         pieces.append(_resample(samples, rate))
+        spans.append({"text": sentence, "start": position, "end": position + len(pieces[-1])})
         pieces.append(np.zeros(round(PAUSE_S * SAMPLE_RATE_HZ), dtype=np.int16))
+        position += len(pieces[-2]) + len(pieces[-1])
     path = out_dir / "speech-16k.wav"
     _write_wav(path, np.concatenate(pieces))
+    transcript_path(path).write_text(json.dumps({"sentences": spans}, indent=1) + "\n", encoding="utf-8")
     return path
 
 
@@ -110,9 +142,10 @@ def _write_wav(path: Path, samples: np.ndarray) -> None:
 class AudioLoop:
     """The WAV repeated forever, cut into chunks of ``chunk_samples``: ``chunk(k)`` is the k-th (from 0)."""
 
-    def __init__(self, samples: np.ndarray, chunk_samples: int) -> None:
+    def __init__(self, samples: np.ndarray, chunk_samples: int, sentences: tuple[Sentence, ...] = ()) -> None:
         if len(samples) < chunk_samples:
             raise ValueError("the WAV is shorter than one chunk")
+        self.sentences = sentences  # what the WAV says (empty: not known)
         repeats = -(-chunk_samples * 2 // len(samples)) + 1
         self._samples = np.tile(samples.astype("<i2"), repeats)
         self._length = len(samples)
@@ -131,6 +164,17 @@ class AudioLoop:
                     ends.append(t)
                 k += 1
         return sorted(ends)
+
+    def sentences_within(self, first: int, until_s: float) -> list[tuple[float, float, str]]:
+        """The sentences a stream that starts at sample ``first`` of the WAV and loops it says whole within
+        its first ``until_s`` seconds: (start s, end s, text), in order."""
+        found = []
+        for sentence in self.sentences:
+            start = (sentence.start - first) % self._length  # one cut by the stream's start: the next loop
+            while (end := start + sentence.end - sentence.start) <= until_s * SAMPLE_RATE_HZ:
+                found.append((start / SAMPLE_RATE_HZ, end / SAMPLE_RATE_HZ, sentence.text))
+                start += self._length
+        return sorted(found)
 
     @property
     def chunks_per_loop(self) -> int:

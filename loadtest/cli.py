@@ -178,6 +178,7 @@ def format_table(report: dict[str, Any]) -> str:
         "rss MB",
         "dropped",
         "lost/dup/twice",
+        "WER/partial %",
         "rung",
         "RT",
     )
@@ -201,6 +202,7 @@ def format_table(report: dict[str, Any]) -> str:
                 s["rss_mb_max"],
                 s["partials_dropped"],
                 f"{s['finals_lost']}/{s['finals_duplicated']}/{s['finals_overlapping']}",
+                f"{s.get('wer')}/{s.get('wer_partial')}",
                 s.get("degradation", {}).get("ladder", {}).get("max_rung", 0),
                 "yes" if s["realtime"] else "no",
             )

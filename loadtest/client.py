@@ -81,6 +81,12 @@ class ClientResult:
     reconnect_attempts: int = 0  # fault mode: tries that found the server down
     not_captioned_s: float = 0.0  # audio the server said it could not caption after a resume
     stopped: bool = False
+    # First connection only: each live final as (start s, end s, text, the partial shown before it: the last
+    # non-empty partial received since the previous final), and the sentences said whole in the audio it
+    # sent (AudioLoop.sentences_within; empty when the WAV has no transcript): what WER is scored on.
+    captions: list[tuple[float, float, str, str]] = field(default_factory=list)
+    reference: list[tuple[float, float, str]] = field(default_factory=list)
+    measured_whole: bool = False  # the first connection ran to a stop (no drop, no loss): captions complete
 
     @property
     def last_seq(self) -> int:
@@ -120,6 +126,7 @@ class StreamingClient:
         self._resume_token: str | None = None
         self._audio_t0: float | None = None  # monotonic time the audio clock started
         self._sentences_held_s = -1.0  # the last sentence end (stream seconds) a final was seen to hold
+        self._shown_partial = ""  # the last non-empty partial since the last final (first connection)
 
     async def run(self) -> ClientResult:
         await asyncio.sleep(max(0.0, self.plan.start_at - time.monotonic()))
@@ -259,6 +266,10 @@ class StreamingClient:
         if not done:
             self.result.errors.append("stop_timeout")
             receiver.cancel()
+        if conn.measure:
+            first = self.plan.first_chunk * self.audio.chunk_samples
+            self.result.reference = self.audio.sentences_within(first, conn.sent_samples / SAMPLE_RATE_HZ)
+            self.result.measured_whole = bool(done) and self.result.stopped and not self.result.outages
         return "stopped"
 
     async def _drop(self, conn: _Connection, receiver: asyncio.Task[None]) -> str:
@@ -296,11 +307,17 @@ class StreamingClient:
             result.partials += 1
             result.max_lag_s = max(result.max_lag_s, float(message.get("lag_s", 0.0)))
             self._measure(message, now, conn, result.partial_latency_ms)
+            if str(message.get("text", "")).strip():
+                self._shown_partial = str(message["text"])
         elif kind == "final":
             result.finals.append((result.session_id, int(message["seq"])))
             if "audio_s" in message:
                 self._measure(message, now, conn, result.final_latency_ms)
                 self._measure_sentences(message, now, conn)
+                if conn.measure:
+                    span = float(message.get("start_s", 0.0)), float(message.get("end_s", 0.0))
+                    result.captions.append((*span, str(message.get("text", "")), self._shown_partial))
+                self._shown_partial = ""
             else:
                 result.replayed_finals += 1
         elif kind == "busy":

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.client import ClientResult
+from loadtest.wer import step_wer
 
 DROPPED = "captions_partials_dropped_total"
 PERSISTED = "captions_finals_persisted_total"
@@ -224,6 +225,7 @@ def summarize_step(
         "reconnect_attempts": sum(c.reconnect_attempts for c in clients),
         "not_captioned_s": round(sum(c.not_captioned_s for c in clients), 2),
         "degradation": degradation(clients, samples, started_at),
+        **step_wer(clients),
     }
     step["realtime"], step["not_realtime_because"] = verdict(step, criteria)
     return step
@@ -279,7 +281,7 @@ CSV_FIELDS = (
     "sentence_final_ms_n longest_final_s streams_lagging "
     "stream_max_lag_s server_max_lag_s batch_mean batch_max "
     "step_ms_mean step_ms_p95 cpu_pct_mean rss_mb_max partials_dropped finals_persisted finals_lost "
-    "finals_duplicated finals_overlapping outages not_captioned_s realtime"
+    "finals_duplicated finals_overlapping outages not_captioned_s wer wer_partial wer_streams realtime"
 ).split()
 
 

@@ -28,7 +28,7 @@ import httpx
 from tqdm import tqdm
 
 from loadtest.api import Fleet, FleetPlan, is_ready, open_fleet, scrape_metrics
-from loadtest.audio import SAMPLE_RATE_HZ, AudioLoop, load_pcm16, synthesize
+from loadtest.audio import SAMPLE_RATE_HZ, AudioLoop, load_pcm16, load_transcript, synthesize
 from loadtest.client import ClientPlan, StreamingClient
 from loadtest.report import SESSIONS, Criteria, Sample, capacity, summarize_step
 
@@ -307,7 +307,7 @@ async def _prepare_step(run: _Run, n: int, began: float, notes: list[str]) -> bo
 def load_audio(config: LoadTestConfig, work_dir: Path) -> AudioLoop:
     """The client audio: ``config.wav`` or speech synthesised into ``work_dir``, cut into chunks."""
     path = config.wav or synthesize(work_dir)
-    return AudioLoop(load_pcm16(path), round(config.chunk_s * SAMPLE_RATE_HZ))
+    return AudioLoop(load_pcm16(path), round(config.chunk_s * SAMPLE_RATE_HZ), load_transcript(path))
 
 
 async def run_loadtest(config: LoadTestConfig, restart: Callable[[], int] | None = None) -> dict[str, Any]:

@@ -112,7 +112,7 @@ def test_false_alarms_are_counted_per_1000_reference_words(tmp_path: Path) -> No
     assert "FA /1k words" in rendered[0] and "WER +" in rendered[0]
     cells = [c.strip() for c in rendered[-1].split("|")]
     assert float(cells[8]) == pytest.approx(listed.wer - base.wer, abs=0.05)  # the WER change against no list
-    assert float(cells[9]) == pytest.approx(listed.fa_per_1k, abs=0.05)
+    assert float(cells[10]) == pytest.approx(listed.fa_per_1k, abs=0.05)
 
 
 def test_a_sweep_over_the_sets_lists_and_weights() -> None:

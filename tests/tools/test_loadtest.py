@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import random
+import shutil
 import struct
 import wave
 from pathlib import Path
@@ -13,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadtest.audio import AudioLoop, speech_ends
+from loadtest.audio import AudioLoop, Sentence, load_transcript, speech_ends, transcript_path
 from loadtest.cli import add_arguments
 from loadtest.client import ClientResult
 from loadtest.report import (
@@ -30,6 +33,7 @@ from loadtest.report import (
 from loadtest.runner import LoadTestConfig, run_loadtest
 from loadtest.server import ServerProcess
 from loadtest.vocabulary import generate_terms
+from loadtest.wer import corpus_wer, normalize, step_wer, stream_texts
 from tests.support.fake_engine import FakeEngine
 from tests.support.server import ADMIN_PASSWORD, LiveServer, make_settings
 
@@ -38,13 +42,23 @@ CHUNK_SAMPLES = 8960
 
 
 def scripted_wav(path: Path, pattern: tuple[int, ...] = (5, 9, 0)) -> Path:
-    """A WAV for the fake engine: a chunk per first sample in ``pattern`` (0: silence, ends the utterance)."""
+    """A WAV for the fake engine: a chunk per first sample in ``pattern`` (0: silence, ends the utterance),
+    with its transcript (what the fake says: "word5 word9")."""
     frames = b"".join(struct.pack("<h", first) + b"\x01\x00" * (CHUNK_SAMPLES - 1) for first in pattern)
     with wave.open(str(path), "wb") as wav:
         wav.setnchannels(1)
         wav.setsampwidth(2)
         wav.setframerate(16000)
         wav.writeframes(frames)
+    sentences, start = [], None
+    for index, first in enumerate((*pattern, 0)):
+        if first and start is None:
+            start = index
+        elif not first and start is not None:
+            words = " ".join(f"word{f}" for f in pattern[start:index])
+            sentences.append({"text": words, "start": start * CHUNK_SAMPLES, "end": index * CHUNK_SAMPLES})
+            start = None
+    transcript_path(path).write_text(json.dumps({"sentences": sentences}))
     return path
 
 
@@ -162,6 +176,66 @@ def test_sentence_ends_are_where_speech_pauses_and_follow_the_loop() -> None:
     assert loop.sentence_ends_s(0, 2.0, 9.0) == [3.0, 5.0, 7.0, 9.0]  # (2, 9]: 1 s and every 2 s
 
 
+def test_the_sentences_a_looped_stream_says_whole() -> None:
+    sentences = (Sentence("one two", 0, 16000), Sentence("three", 24000, 32000))
+    loop = AudioLoop(np.zeros(40000, dtype=np.int16), 8000, sentences)
+    # from sample 8000 on: "one two" is cut (it comes whole at 32000 - 8000 = 2 s), "three" is at 1-1.5 s
+    assert loop.sentences_within(8000, 3.9) == [(1.0, 1.5, "three"), (2.0, 3.0, "one two")]
+    assert loop.sentences_within(8000, 4.0)[-1] == (3.5, 4.0, "three")  # the loop's next pass
+    assert loop.sentences_within(8000, 2.9) == [(1.0, 1.5, "three")]
+    looped = [(0.0, 1.0, "one two"), (1.5, 2.0, "three"), (2.5, 3.5, "one two"), (4.0, 4.5, "three")]
+    assert loop.sentences_within(0, 5.0) == looped
+
+
+def test_a_stream_is_scored_on_its_whole_sentences_finals_and_partials_shown() -> None:
+    reference = [(1.0, 2.0, "The cat sat."), (3.0, 4.0, "It rained.")]
+    captions = [
+        (0.0, 0.6, "at.", "at"),  # the sentence cut by the stream's start: left out
+        (1.0, 2.1, "The cat sat.", "the cap"),
+        (3.0, 4.1, "It rained.", ""),  # nothing was shown before this final
+        (5.0, 5.2, "And", "and"),  # cut by the stop: left out
+    ]
+    said = "The cat sat. It rained."
+    assert stream_texts(captions, reference) == (said, said, "the cap")
+    assert stream_texts(captions, []) == ("", "", "")
+    whole = ClientResult(0, 1, captions=captions, reference=reference, measured_whole=True)
+    dropped = ClientResult(1, 1, captions=[], reference=reference, measured_whole=False)
+    figures = step_wer([whole, dropped])
+    # 5 reference words; partials "the cap": "cap" for "cat", "sat", "it", "rained" deleted = 4 errors
+    assert figures == {"wer": 0.0, "wer_partial": 80.0, "wer_streams": 1, "wer_words": 5}
+    no_transcript = ClientResult(2, 1, captions=captions, reference=[], measured_whole=True)
+    assert step_wer([no_transcript])["wer"] is None
+
+
+def test_load_test_wer_is_scored_as_eval_run_scores() -> None:
+    from eval.metrics import normalize as eval_normalize
+    from eval.metrics import word_error_rate
+
+    rng = random.Random(0)
+    vocab = ["The", "cat's", "sat,", "on", "mat.", "--", "well-known", "Dr.", "¿qué?", "it", "'quoted'"]
+    for _ in range(200):
+        refs = [" ".join(rng.choices(vocab, k=rng.randint(1, 8))) for _ in range(3)]
+        hyps = [" ".join(rng.choices(vocab, k=rng.randint(0, 8))) for _ in range(3)]
+        assert [normalize(t) for t in refs] == [eval_normalize(t) for t in refs]
+        if all(normalize(r) for r in refs):
+            assert corpus_wer(refs, hyps) == pytest.approx(word_error_rate(refs, hyps))
+
+
+def test_the_synthesised_speech_brings_its_transcript(tmp_path: Path) -> None:
+    from loadtest.audio import SENTENCES, load_pcm16, synthesize
+
+    assert load_transcript(tmp_path / "none.wav") == ()
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed")
+    path = synthesize(tmp_path)
+    sentences = load_transcript(path)
+    assert tuple(s.text for s in sentences) == SENTENCES
+    samples = load_pcm16(path)
+    assert sentences[-1].end < len(samples)
+    assert all(a.end < b.start for a, b in zip(sentences, sentences[1:], strict=False))
+    assert all(np.abs(samples[s.start : s.end]).max() > 1000 for s in sentences)
+
+
 def test_generated_terms_are_unique_and_plain() -> None:
     terms = generate_terms(1000, seed=4)
     texts = [t["text"] for t in terms]
@@ -190,6 +264,9 @@ def test_small_run_loses_nothing_and_measures_latency(tmp_path: Path) -> None:
     assert step["partial_ms_p50"] is not None and step["final_ms_p95"] is not None and step["final_ms_n"] > 0
     assert step["close_codes"] == {"1000": 3} and step["errors"] == {}
     assert step["batch_max"] == 1 and step["partials_dropped"] == 0
+    # the two clients that were not dropped are scored on their whole sentences; the fake's partials grow
+    # into its finals, so the screen showed the same words
+    assert (step["wer"], step["wer_partial"], step["wer_streams"]) == (0.0, 0.0, 2), step
     assert step["realtime"], step["not_realtime_because"]
     assert report["capacity"] == 3
     paths = write_outputs(report, tmp_path / "out")
