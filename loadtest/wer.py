@@ -14,6 +14,8 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
+from captions_model.words import edit_distance
+
 _PUNCT = re.compile(r"[^\w\s'-]")
 EDGE_SLACK_S = 0.3  # a final belongs to the scored span when its middle is this close to it
 
@@ -22,17 +24,6 @@ def normalize(text: str) -> str:
     """Punctuation removed (apostrophes and hyphens inside words kept), single spaces, lower case."""
     words = (w.strip("'-") for w in _PUNCT.sub(" ", unicodedata.normalize("NFC", text)).split())
     return " ".join(w for w in words if w).lower()
-
-
-def edit_distance(ref: Sequence[str], hyp: Sequence[str]) -> int:
-    """Word-level Levenshtein distance (substitutions, deletions, insertions cost 1)."""
-    previous = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        current = [i]
-        for j, h in enumerate(hyp, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (r != h)))
-        previous = current
-    return previous[-1]
 
 
 def corpus_wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
