@@ -22,7 +22,7 @@ from sqlalchemy.orm import selectinload
 from starlette.requests import Request
 
 from backend.api.deps import Principal, services
-from backend.db.models import AccessAudit, Meeting, MeetingKind, MeetingMember, utcnow
+from backend.db.models import AccessAudit, Meeting, MeetingKind, MeetingMember, StreamSession, utcnow
 from backend.edge.errors import ApiError, not_found
 
 ORGANISATION = "organisation"
@@ -104,7 +104,10 @@ async def standing(db: AsyncSession, meeting: Meeting, principal: Principal) -> 
     organiser = meeting.owner_id == principal.user_id
     member = False
     if not organiser and meeting.kind == MeetingKind.MEETING:
-        member = await db.get(MeetingMember, (meeting.id, principal.user_id)) is not None
+        found = await db.execute(
+            select(Meeting.id).where(Meeting.id == meeting.id, member_of(principal.user_id))
+        )
+        member = found.scalar() is not None
     organisation = meeting.kind == MeetingKind.MEETING and meeting.visibility == ORGANISATION
     return Standing(organiser, member, organisation, principal.is_admin)
 
@@ -184,13 +187,21 @@ def readable(principal: Principal) -> Any:
     """SQL: the meetings whose content the caller may read without an admin's right: those they organise or
     belong to, and the meetings visible to the organisation. Lists of content and search use it (an admin
     searches and previews only these too: no silent reads)."""
-    member = exists().where(
-        MeetingMember.meeting_id == Meeting.id, MeetingMember.user_id == principal.user_id
-    )
     return or_(
         Meeting.owner_id == principal.user_id,
-        and_(Meeting.kind == MeetingKind.MEETING, or_(member, Meeting.visibility == ORGANISATION)),
+        and_(
+            Meeting.kind == MeetingKind.MEETING,
+            or_(member_of(principal.user_id), Meeting.visibility == ORGANISATION),
+        ),
     )
+
+
+def member_of(user_id: int) -> Any:
+    """SQL, correlated with ``meetings``: ``user_id`` is a member of the meeting: added (``meeting_members``)
+    or one of its speakers (a stream session of theirs: whoever spoke in a meeting stays its member)."""
+    added = exists().where(MeetingMember.meeting_id == Meeting.id, MeetingMember.user_id == user_id)
+    spoke = exists().where(StreamSession.meeting_id == Meeting.id, StreamSession.user_id == user_id)
+    return or_(added, spoke)
 
 
 def listable(principal: Principal) -> Any:

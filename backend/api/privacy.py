@@ -22,7 +22,16 @@ from starlette.routing import Route
 from backend.api.access import Action, audit, client_address, meeting_for
 from backend.api.deps import path_int, require_admin, require_user, services
 from backend.db.erase import erase_meeting
-from backend.db.models import AccessAudit, Meeting, MeetingKind, MeetingMember, MeetingStatus, User, utcnow
+from backend.db.models import (
+    AccessAudit,
+    Meeting,
+    MeetingKind,
+    MeetingMember,
+    MeetingStatus,
+    StreamSession,
+    User,
+    utcnow,
+)
 from backend.db.queries import add_member
 from backend.db.session import as_utc
 from backend.edge.errors import ApiError, field, json_body, not_found
@@ -51,16 +60,28 @@ async def _members(db: AsyncSession, meeting: Meeting) -> dict[str, Any]:
             .order_by(User.username)
         )
     ).all()
+    spoke = set(await _speakers(db, meeting.id))
     organiser = await db.get(User, meeting.owner_id) if meeting.owner_id is not None else None
+    members = {
+        user.id: _person(user)
+        | {"added_at": as_utc(row.added_at).isoformat(), "added_by": row.added_by, "spoke": user.id in spoke}
+        for row, user in rows
+    }
+    for user in (await db.execute(select(User).where(User.id.in_(spoke - set(members))))).scalars():
+        members[user.id] = _person(user) | {"added_at": None, "added_by": None, "spoke": True}
+    members.pop(meeting.owner_id or 0, None)
     return {
         "organiser": _person(organiser) if organiser else None,
         "visibility": meeting.visibility,
-        "members": [
-            _person(user) | {"added_at": as_utc(row.added_at).isoformat(), "added_by": row.added_by}
-            for row, user in rows
-            if user.id != meeting.owner_id
-        ],
+        "members": sorted(members.values(), key=lambda m: m["username"]),
     }
+
+
+async def _speakers(db: AsyncSession, meeting_id: int) -> list[int]:
+    query = select(StreamSession.user_id).where(
+        StreamSession.meeting_id == meeting_id, StreamSession.user_id.is_not(None)
+    )
+    return list((await db.execute(query.distinct())).scalars())
 
 
 def _person(user: User) -> dict[str, Any]:
@@ -120,6 +141,8 @@ async def remove_member(request: Request) -> JSONResponse:
         meeting = await meeting_for(
             request, db, principal, path_int(request, "meeting_id"), action, record="member_removed"
         )
+        if user_id in await _speakers(db, meeting.id):
+            raise ApiError(409, "speaker", "whoever spoke in a meeting stays its member")
         row = await db.get(MeetingMember, (meeting.id, user_id))
         if row is None or user_id == meeting.owner_id:
             raise not_found("member")

@@ -270,8 +270,9 @@ class DictationDraft(Base):
 
 
 class MeetingMember(Base):
-    """Someone who may read a meeting (its organiser, the owner, always may): added by the organiser or an
-    admin, or by speaking in it (migration 0010). Deleting the meeting or the user deletes the row."""
+    """Someone the organiser or an admin added to a meeting (its owner always may read it, and so may whoever
+    spoke in it: ``backend.api.access.member_of``). Migration 0010 wrote one for each meeting's owner and
+    speakers. Deleting the meeting or the user deletes the row."""
 
     __tablename__ = "meeting_members"
     meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"), primary_key=True)

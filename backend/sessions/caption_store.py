@@ -18,8 +18,7 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from backend.db.models import CaptionSegment, Meeting, MeetingKind, MeetingStatus, StreamSession, utcnow
-from backend.db.queries import add_member
+from backend.db.models import CaptionSegment, Meeting, MeetingStatus, StreamSession, utcnow
 from backend.db.session import Database, as_utc
 from backend.edge.security import new_token, token_hash
 from backend.engine.types import SAMPLE_RATE_HZ
@@ -105,9 +104,6 @@ class CaptionStore:
                     resume_expires_at=self._expiry(),
                 )
             )
-            meeting = await db.get(Meeting, meeting_id)
-            if meeting is not None and meeting.kind == MeetingKind.MEETING:
-                await add_member(db, meeting_id, user_id, None)  # who spoke in a meeting is its member
         return OpenedSession(session_id, token, generation=0)
 
     async def resumable(self, token: str, meeting_id: int, user_id: int) -> StreamSession | None:
