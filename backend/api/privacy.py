@@ -81,7 +81,7 @@ async def _speakers(db: AsyncSession, meeting_id: int) -> list[int]:
     query = select(StreamSession.user_id).where(
         StreamSession.meeting_id == meeting_id, StreamSession.user_id.is_not(None)
     )
-    return list((await db.execute(query.distinct())).scalars())
+    return [i for i in (await db.execute(query.distinct())).scalars() if i is not None]
 
 
 def _person(user: User) -> dict[str, Any]:
