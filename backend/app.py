@@ -19,7 +19,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
-from backend.api import auth, drafts, live, meeting_view, meetings, transcripts, users, vocabularies
+from backend.api import auth, drafts, live, meeting_view, meetings, privacy, transcripts, users, vocabularies
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.edge.errors import (
@@ -202,18 +202,23 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
             sweep_idle_dictations(db, services.hub, SWEEP_S), name="dictation-sweep"
         )
         ladder = asyncio.create_task(watch_load(services), name="load-ladder")
+        background = [token_watch, dictation_sweep, ladder]
+        if settings.retention_days is not None:  # off by default
+            background.append(
+                asyncio.create_task(
+                    privacy.sweep_retention(services, settings.retention_days, settings.retention_check_s),
+                    name="retention",
+                )
+            )
         log.info("service_started", host=settings.host, port=settings.port, model=settings.model)
         try:
             yield
         finally:
-            token_watch.cancel()
-            dictation_sweep.cancel()
-            ladder.cancel()
+            for task in background:
+                task.cancel()
             if not services.engine_startup.done():
                 services.engine_startup.cancel()
-            await asyncio.gather(
-                services.engine_startup, token_watch, dictation_sweep, ladder, return_exceptions=True
-            )
+            await asyncio.gather(services.engine_startup, *background, return_exceptions=True)
             if not app.state.services.hub.draining:
                 await app.state.services.hub.drain(settings.drain_timeout_s)
             await asr.stop()
@@ -229,6 +234,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         *users.routes,
         *vocabularies.routes,
         *meetings.routes,
+        *privacy.routes,
         *meeting_view.routes,
         *transcripts.routes,
         *drafts.routes,

@@ -208,6 +208,25 @@ class Settings(BaseSettings):
         description="Characters of dictation notes one user may keep on the server, all notes together (ten "
         "full notes of 100,000); a save beyond it is refused with 413 quota_exceeded.",
     )
+    admins_read_content: bool = Field(
+        True,
+        description="Whether an admin may read (and export, edit, open) the content of a meeting or "
+        "dictation they neither organise nor belong to. Every such read is recorded in the access audit "
+        "and shown to the organiser; false refuses it (403 admin_read_refused). Administering (members, "
+        "visibility, deletion) is never refused.",
+    )
+    retention_days: int | None = Field(
+        None,
+        ge=1,
+        description="Delete meetings and dictations (captions, corrections, notes, links, memberships) whose "
+        "last activity (end, else start, else creation) is older than this many days; unset: keep them. "
+        "Live meetings are never deleted; the access audit keeps its rows (they hold no text).",
+    )
+    retention_check_s: float = Field(
+        3600.0,
+        gt=0,
+        description="How often the retention sweep runs, seconds (only with CAPTIONS_RETENTION_DAYS).",
+    )
     anonymous_requests_per_minute: int = Field(
         30,
         ge=1,

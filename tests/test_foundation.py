@@ -122,6 +122,30 @@ def test_migration_0008_clamps_stored_weights_to_the_boost_levels(database_url: 
     assert versions == [(1, 4), (2, 5)]
 
 
+def test_migration_0010_makes_owners_and_speakers_members(database_url: str) -> None:
+    """Upgrading keeps what people could read: each meeting's owner and everyone who spoke in it become its
+    members (a speaker with two sessions once), and every meeting starts private."""
+    upgrade("0009", database_url)
+    statements = [
+        "INSERT INTO users (id, username, password_hash, role, created_at, session_epoch) VALUES "
+        + ", ".join(f"({i}, 'u{i}', 'x', 'MEMBER', CURRENT_TIMESTAMP, 0)" for i in (1, 2, 3, 4)),
+        "INSERT INTO meetings (id, kind, title, owner_id, chunk_ms, decoding, status, created_at) VALUES "
+        "(1, 'MEETING', 'm', 1, 1120, 'greedy', 'ENDED', CURRENT_TIMESTAMP), "
+        "(2, 'MEETING', 'n', NULL, 1120, 'greedy', 'ENDED', CURRENT_TIMESTAMP)",
+        *(
+            "INSERT INTO stream_sessions (id, meeting_id, user_id, resume_token_hash, resume_expires_at, "
+            f"audio_offset_s, created_at) VALUES ('{sid}', {m}, {u}, 'h{sid}', CURRENT_TIMESTAMP, 0, "
+            "CURRENT_TIMESTAMP)"
+            for sid, m, u in (("a", 1, 1), ("b", 1, 2), ("c", 1, 2), ("d", 2, 3))
+        ),
+    ]
+    _execute(database_url, statements)
+    upgrade("head", database_url)
+    rows = _execute(database_url, ["SELECT meeting_id, user_id FROM meeting_members ORDER BY 1, 2"])
+    assert rows == [(1, 1), (1, 2), (2, 3)]
+    assert _execute(database_url, ["SELECT DISTINCT visibility FROM meetings"]) == [("private",)]
+
+
 def test_sqlite_uses_the_write_ahead_log_and_foreign_keys(tmp_path: Path) -> None:
     from backend.db.session import Database
 

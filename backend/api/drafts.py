@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from backend.api.access import Action, meeting_for
 from backend.api.deps import Principal, path_int, require_user, services
 from backend.db.models import DictationDraft, Meeting, MeetingKind, utcnow
 from backend.db.session import as_utc
@@ -33,10 +34,12 @@ def draft_dict(row: DictationDraft, with_text: bool = True) -> dict[str, Any]:
     return data
 
 
-async def _own_dictation(db: AsyncSession, meeting_id: int, principal: Principal) -> Meeting:
+async def _own_dictation(
+    request: Request, db: AsyncSession, meeting_id: int, principal: Principal
+) -> Meeting:
     """The caller's own dictation ``meeting_id``; 404 for anything else (no hint that it exists)."""
-    meeting = await db.get(Meeting, meeting_id)
-    if meeting is None or meeting.kind != MeetingKind.DICTATION or meeting.owner_id != principal.user_id:
+    meeting = await meeting_for(request, db, principal, meeting_id, Action.NOTE)
+    if meeting.kind != MeetingKind.DICTATION:
         raise not_found("dictation")
     return meeting
 
@@ -72,7 +75,7 @@ async def get_draft(request: Request) -> JSONResponse:
     principal = await require_user(request)
     meeting_id = path_int(request, "meeting_id")
     async with services(request).db.session() as db:
-        await _own_dictation(db, meeting_id, principal)
+        await _own_dictation(request, db, meeting_id, principal)
         row = await db.get(DictationDraft, meeting_id)
         if row is None:
             raise not_found("draft")
@@ -98,7 +101,7 @@ async def put_draft(request: Request) -> JSONResponse:
         raise _too_large()
     quota = services(request).settings.max_draft_chars_per_user
     async with services(request).db.session() as db:
-        await _own_dictation(db, meeting_id, principal)
+        await _own_dictation(request, db, meeting_id, principal)
         if not text.strip():
             await db.execute(delete(DictationDraft).where(DictationDraft.meeting_id == meeting_id))
             return JSONResponse({"draft": None})

@@ -17,8 +17,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from backend.api.access import Action, audit, client_address, meeting_for
 from backend.api.deps import Principal, path_int, require_user, services
-from backend.api.meetings import load_meeting, meeting_dict
+from backend.api.meetings import meeting_dict
 from backend.db.models import (
     Meeting,
     MeetingKind,
@@ -81,7 +82,9 @@ async def list_participants(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     async with services(request).db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
+        meeting = await meeting_for(
+            request, db, principal, path_int(request, "meeting_id"), Action.READ, detail="speakers"
+        )
         return JSONResponse({"participants": await _participants(db, meeting.id)})
 
 
@@ -107,9 +110,10 @@ async def set_participant_name(request: Request) -> JSONResponse:
     raw = field(body, "display_name", str, required=False)
     name = clean_display_name(raw) if raw and raw.strip() else None
     async with services(request).db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
-        if user_id != principal.user_id and not _organises(meeting, principal):
-            raise ApiError(403, "forbidden", "only the organiser or an admin may rename another speaker")
+        action = Action.SEE if user_id == principal.user_id else Action.EDIT
+        meeting = await meeting_for(
+            request, db, principal, path_int(request, "meeting_id"), action, detail="rename"
+        )
         user = await db.get(User, user_id)
         if user is None or not await _takes_part(db, meeting, user_id):
             if user_id == principal.user_id:
@@ -177,10 +181,6 @@ async def _store_name(db: AsyncSession, meeting_id: int, user_id: int, name: str
     await db.flush()
 
 
-def _organises(meeting: Meeting, principal: Principal) -> bool:
-    return principal.is_admin or meeting.owner_id == principal.user_id
-
-
 # ----- viewer links -----------------------------------------------------------------------------------
 def link_dict(link: ViewerLink, meeting: Meeting | None = None) -> dict[str, Any]:
     now = utcnow()
@@ -202,8 +202,12 @@ def link_dict(link: ViewerLink, meeting: Meeting | None = None) -> dict[str, Any
     return data
 
 
-async def _organised_meeting(db: AsyncSession, request: Request, principal: Principal) -> Meeting:
-    meeting = await load_meeting(db, path_int(request, "meeting_id"), principal, write=True)
+async def _organised_meeting(
+    db: AsyncSession, request: Request, principal: Principal, record: str | None = None
+) -> Meeting:
+    meeting = await meeting_for(
+        request, db, principal, path_int(request, "meeting_id"), Action.MANAGE, record=record
+    )
     if meeting.kind == MeetingKind.DICTATION:
         raise ApiError(409, "dictation", "a dictation has no meeting view")
     return meeting
@@ -233,7 +237,7 @@ async def create_viewer_link(request: Request) -> JSONResponse:
         )
     token = new_token()
     async with services(request).db.session() as db:
-        meeting = await _organised_meeting(db, request, principal)
+        meeting = await _organised_meeting(db, request, principal, record="viewer_link")
         link = ViewerLink(
             meeting_id=meeting.id,
             label=label or "Viewer link",
@@ -287,7 +291,7 @@ async def revoke_viewer_link(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     async with services(request).db.session() as db:
-        meeting = await _organised_meeting(db, request, principal)
+        meeting = await _organised_meeting(db, request, principal, record="viewer_link_revoked")
         link = await db.get(ViewerLink, path_int(request, "link_id"))
         if link is None or link.meeting_id != meeting.id:
             raise not_found("viewer link")
@@ -322,6 +326,7 @@ async def open_viewer_link(request: Request) -> JSONResponse:
         link = await db.get(ViewerLink, admission.link_id)
         if meeting is None or link is None:
             raise ApiError(404, "link_unknown", "this viewer link is not valid")
+        audit(db, meeting, "read", None, client_address(request), detail="viewer link", actor_name=link.label)
         data = {k: v for k, v in meeting_dict(meeting, with_vocabularies=False).items() if k != "owner_id"}
         return JSONResponse({"meeting": data, "expires_at": as_utc(link.expires_at).isoformat()})
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import selectinload
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from backend.api.access import PRIVATE, VISIBILITIES, Action, listable, meeting_for
 from backend.api.deps import Principal, is_id, path_int, require_user, services
 from backend.db.models import (
     Meeting,
@@ -21,7 +22,7 @@ from backend.db.models import (
     Vocabulary,
     utcnow,
 )
-from backend.edge.errors import ApiError, field, json_body, not_found
+from backend.edge.errors import ApiError, field, json_body
 from backend.edge.security import new_ticket, token_hash
 from backend.meeting_view.timeline import TimelineFinal, meeting_timeline
 from backend.text.captions_export import Cue, content_disposition, export_filename, render_captions
@@ -45,27 +46,8 @@ def meeting_dict(meeting: Meeting, with_vocabularies: bool = True) -> dict[str, 
         "created_at": meeting.created_at.isoformat(),
         "started_at": meeting.started_at.isoformat() if meeting.started_at else None,
         "ended_at": meeting.ended_at.isoformat() if meeting.ended_at else None,
+        "visibility": meeting.visibility,
     }
-
-
-async def load_meeting(
-    db: AsyncSession, meeting_id: int, principal: Principal, write: bool = False
-) -> Meeting:
-    """The meeting ``principal`` may see (404 otherwise; another's dictation is invisible); with ``write``,
-    403 unless they own it or are an admin (the organiser)."""
-    meeting = (
-        await db.execute(
-            select(Meeting).where(Meeting.id == meeting_id).options(selectinload(Meeting.vocabularies))
-        )
-    ).scalar_one_or_none()
-    if meeting is None:
-        raise not_found("meeting")
-    mine = meeting.owner_id == principal.user_id
-    if meeting.kind == MeetingKind.DICTATION and not (mine or principal.is_admin):
-        raise not_found("meeting")
-    if write and not (mine or principal.is_admin):
-        raise ApiError(403, "forbidden", "only the meeting's owner or an admin may change it")
-    return meeting
 
 
 async def _vocabularies(db: AsyncSession, ids: Any, principal: Principal) -> list[Vocabulary]:
@@ -98,10 +80,18 @@ def _apply_fields(meeting: Meeting, body: dict[str, Any], allowed_chunks: list[f
         if decoding not in DECODINGS:
             raise ApiError(422, "invalid", "decoding: greedy or beam", [{"field": "decoding"}])
         meeting.decoding = decoding
+    visibility = field(body, "visibility", str, required=False)
+    if visibility is not None:
+        if visibility not in VISIBILITIES:
+            raise ApiError(422, "invalid", "visibility: private or organisation", [{"field": "visibility"}])
+        if visibility != PRIVATE and meeting.kind == MeetingKind.DICTATION:
+            raise ApiError(422, "invalid", "a dictation is always private", [{"field": "visibility"}])
+        meeting.visibility = visibility
 
 
 async def list_meetings(request: Request) -> JSONResponse:
-    """Meetings (all for admins; members see meetings and their own dictations).
+    """The meetings the caller organises or belongs to, those visible to the organisation, and their own
+    dictations (an admin: every meeting, to administer it; its content stays audited).
     ---
     tags: [meetings]
     responses: {200: {description: "{meetings: [...]}"}}
@@ -109,10 +99,7 @@ async def list_meetings(request: Request) -> JSONResponse:
     principal = await require_user(request)
     async with services(request).db.session() as db:
         query = select(Meeting).options(selectinload(Meeting.vocabularies)).order_by(Meeting.id.desc())
-        if not principal.is_admin:
-            query = query.where(
-                or_(Meeting.kind == MeetingKind.MEETING, Meeting.owner_id == principal.user_id)
-            )
+        query = query.where(listable(principal))
         meetings = (await db.execute(query)).scalars().all()
         return JSONResponse({"meetings": [meeting_dict(m) for m in meetings]})
 
@@ -182,12 +169,13 @@ async def get_meeting(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     async with services(request).db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
+        meeting = await meeting_for(request, db, principal, path_int(request, "meeting_id"), Action.SEE)
         return JSONResponse({"meeting": meeting_dict(meeting)})
 
 
 async def update_meeting(request: Request) -> JSONResponse:
-    """Change a meeting's title, chunk size, decoding or vocabularies (applies at its next start).
+    """Change a meeting's title, chunk size, decoding, vocabularies (applies at its next start) or
+    ``visibility`` (``private``: the organiser and members; ``organisation``: every account).
     ---
     tags: [meetings]
     responses: {200: {description: "{meeting}"}}
@@ -196,7 +184,16 @@ async def update_meeting(request: Request) -> JSONResponse:
     body = await json_body(request)
     svc = services(request)
     async with svc.db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal, write=True)
+        changes_visibility = isinstance(body.get("visibility"), str)
+        meeting = await meeting_for(
+            request,
+            db,
+            principal,
+            path_int(request, "meeting_id"),
+            Action.MANAGE,
+            record="visibility" if changes_visibility else None,
+            detail=str(body.get("visibility")) if changes_visibility else "",
+        )
         _apply_fields(meeting, body, svc.settings.allowed_chunk_s)
         if "vocabulary_ids" in body:
             meeting.vocabularies = await _vocabularies(db, body["vocabulary_ids"], principal)
@@ -214,14 +211,14 @@ async def start_meeting(request: Request) -> JSONResponse:
     svc = services(request)
     meeting_id = path_int(request, "meeting_id")
     async with svc.db.session() as db:
-        meeting = await load_meeting(db, meeting_id, principal, write=True)
+        meeting = await meeting_for(request, db, principal, meeting_id, Action.MANAGE)
         if meeting.status == MeetingStatus.ENDED:
             raise ApiError(409, "ended", "this meeting has ended; create a new one")
         meeting.status = MeetingStatus.LIVE
         meeting.started_at = meeting.started_at or utcnow()
     live = await svc.hub.open_meeting(meeting_id)
     async with svc.db.session() as db:
-        meeting = await load_meeting(db, meeting_id, principal)
+        meeting = await meeting_for(request, db, principal, meeting_id, Action.SEE)
         return JSONResponse({"meeting": meeting_dict(meeting), "vocabulary_version": live.version})
 
 
@@ -235,12 +232,13 @@ async def end_meeting(request: Request) -> JSONResponse:
     svc = services(request)
     meeting_id = path_int(request, "meeting_id")
     async with svc.db.session() as db:
-        meeting = await load_meeting(db, meeting_id, principal, write=True)
+        meeting = await meeting_for(request, db, principal, meeting_id, Action.MANAGE)
         meeting.status = MeetingStatus.ENDED
         meeting.ended_at = utcnow()
     await svc.hub.close_meeting(meeting_id, "meeting ended")
     async with svc.db.session() as db:
-        return JSONResponse({"meeting": meeting_dict(await load_meeting(db, meeting_id, principal))})
+        meeting = await meeting_for(request, db, principal, meeting_id, Action.SEE)
+        return JSONResponse({"meeting": meeting_dict(meeting)})
 
 
 async def apply_vocabulary(request: Request) -> JSONResponse:
@@ -253,7 +251,7 @@ async def apply_vocabulary(request: Request) -> JSONResponse:
     svc = services(request)
     meeting_id = path_int(request, "meeting_id")
     async with svc.db.session() as db:
-        await load_meeting(db, meeting_id, principal, write=True)
+        await meeting_for(request, db, principal, meeting_id, Action.MANAGE)
     live = await svc.hub.apply_vocabulary(meeting_id)
     return JSONResponse({"applied": live is not None, "vocabulary_version": live.version if live else None})
 
@@ -269,7 +267,7 @@ async def create_ticket(request: Request) -> JSONResponse:
     ticket = new_ticket(principal.token_id)  # its sockets end when that API token is revoked
     ttl = svc.settings.ticket_ttl_s
     async with svc.db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
+        meeting = await meeting_for(request, db, principal, path_int(request, "meeting_id"), Action.OPEN)
         if meeting.status == MeetingStatus.ENDED:
             raise ApiError(409, "ended", "this meeting has ended")
         db.add(
@@ -303,8 +301,11 @@ async def meeting_captions(request: Request) -> Response:
     """
     principal = await require_user(request)
     fmt = request.query_params.get("format", "json")
+    action = Action.READ if fmt == "json" else Action.EXPORT
     async with services(request).db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
+        meeting = await meeting_for(
+            request, db, principal, path_int(request, "meeting_id"), action, detail=fmt
+        )
         _clock, finals = await meeting_timeline(db, meeting.id)
     form = request.query_params.get("form", "written" if meeting.kind == MeetingKind.DICTATION else "spoken")
     if form not in ("spoken", "written"):

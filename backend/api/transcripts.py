@@ -13,15 +13,16 @@ import difflib
 import re
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, true
+from sqlalchemy import and_, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import selectinload
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from backend.api.access import Action, meeting_for, readable
 from backend.api.deps import Principal, path_int, require_user, services
-from backend.api.meetings import load_meeting, meeting_dict
+from backend.api.meetings import meeting_dict
 from backend.db.models import (
     CaptionEdit,
     CaptionSegment,
@@ -136,7 +137,7 @@ async def get_transcript(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     async with services(request).db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
+        meeting = await meeting_for(request, db, principal, path_int(request, "meeting_id"), Action.READ)
         _clock, finals = await meeting_timeline(db, meeting.id)
         can_edit = _organises(meeting, principal)
         lines = [line_dict(f) for f in finals]
@@ -206,7 +207,9 @@ async def edit_line(request: Request) -> JSONResponse:
             422, "invalid", f"text: 1-{MAX_LINE_CHARS} characters", [{"field": "text", "reason": "length"}]
         )
     async with services(request).db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal, write=True)
+        meeting = await meeting_for(
+            request, db, principal, path_int(request, "meeting_id"), Action.EDIT, detail="line"
+        )
         segment = await _segment(db, meeting, request)
         previous = (
             await db.execute(
@@ -248,7 +251,9 @@ async def line_history(request: Request) -> JSONResponse:
     """
     principal = await require_user(request)
     async with services(request).db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal)
+        meeting = await meeting_for(
+            request, db, principal, path_int(request, "meeting_id"), Action.READ, detail="history"
+        )
         segment = await _segment(db, meeting, request)
         rows = (
             await db.execute(
@@ -292,7 +297,9 @@ async def merge_speaker(request: Request) -> JSONResponse:
     if into is not None and (not isinstance(into, int) or isinstance(into, bool)):
         raise ApiError(422, "invalid", "into_user_id: a speaker's id or null", [{"field": "into_user_id"}])
     async with services(request).db.session() as db:
-        meeting = await load_meeting(db, path_int(request, "meeting_id"), principal, write=True)
+        meeting = await meeting_for(
+            request, db, principal, path_int(request, "meeting_id"), Action.EDIT, detail="merge"
+        )
         speakers = {s["user_id"]: s for s in await _speakers(db, meeting.id)}
         if user_id not in speakers:
             raise not_found("speaker")
@@ -317,13 +324,6 @@ async def merge_speaker(request: Request) -> JSONResponse:
                 await db.delete(row)
         await db.flush()
         return JSONResponse({"speakers": await _speakers(db, meeting.id)})
-
-
-def _readable(principal: Principal) -> Any:
-    """The meetings the caller may read: all for an admin; meetings and their own dictations otherwise."""
-    if principal.is_admin:
-        return true()
-    return or_(Meeting.kind == MeetingKind.MEETING, Meeting.owner_id == principal.user_id)
 
 
 async def search(request: Request) -> JSONResponse:
@@ -356,7 +356,7 @@ async def search(request: Request) -> JSONResponse:
         .join(Meeting, Meeting.id == CaptionSegment.meeting_id)
         .outerjoin(latest, latest.c.segment_id == CaptionSegment.id)
         .outerjoin(edit, edit.c.id == latest.c.edit_id)
-        .where(_readable(principal))
+        .where(readable(principal))
     )
     async with svc.db.session() as db:
         if svc.db.engine.dialect.name == "postgresql":
@@ -409,7 +409,8 @@ def display_title(meeting: Meeting, text: str) -> str:
 
 
 async def list_transcripts(request: Request) -> JSONResponse:
-    """The latest meetings the caller may read (``kind=meeting``) or the caller's own dictations
+    """The latest meetings the caller organises, belongs to or may read as one of the organisation
+    (``kind=meeting``; an admin too: previews are content) or the caller's own dictations
     (``kind=dictation``: "My dictations", an admin's too), each with a title (a dictation nobody named: its
     first words) and a preview of its text. Dictations left live (their page closed without Stop) are
     ended first (``backend.sessions.dictations``).
@@ -428,7 +429,7 @@ async def list_transcripts(request: Request) -> JSONResponse:
         await end_idle_dictations(svc.db, lambda: connected_meetings(svc.hub))
         query = query.where(Meeting.kind == MeetingKind.DICTATION, Meeting.owner_id == principal.user_id)
     else:
-        query = query.where(Meeting.kind == MeetingKind.MEETING)
+        query = query.where(Meeting.kind == MeetingKind.MEETING, readable(principal))
     out = []
     async with svc.db.session() as db:
         for meeting in (await db.execute(query.options(selectinload(Meeting.vocabularies)))).scalars():

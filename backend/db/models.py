@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     Column,
     DateTime,
     Enum,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -143,6 +145,9 @@ class Meeting(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Who may read it besides its members: "private" (the organiser and members) or "organisation" (every
+    # account); migration 0010. A dictation is always private.
+    visibility: Mapped[str] = mapped_column(String(16), default="private", server_default="private")
     vocabularies: Mapped[list[Vocabulary]] = relationship(
         secondary=meeting_vocabularies, order_by="Vocabulary.id"
     )
@@ -262,3 +267,40 @@ class DictationDraft(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     text: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class MeetingMember(Base):
+    """Someone the organiser or an admin added to a meeting (its owner always may read it, and so may whoever
+    spoke in it: ``backend.api.access.member_of``). Migration 0010 wrote one for each meeting's owner and
+    speakers. Deleting the meeting or the user deletes the row."""
+
+    __tablename__ = "meeting_members"
+    meeting_id: Mapped[int] = mapped_column(ForeignKey("meetings.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    added_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    added_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AccessAudit(Base):
+    """One access to a meeting's or dictation's content: who read, exported, edited, deleted it or made a
+    viewer link, when, from which address. Append-only; never holds caption text. ``meeting_id`` and
+    ``actor_id`` are no foreign keys: the record outlives the meeting and the user (``actor_name``
+    keeps who)."""
+
+    __tablename__ = "access_audit"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    actor_id: Mapped[int | None] = mapped_column(Integer)
+    actor_name: Mapped[str] = mapped_column(String(64))
+    actor_role: Mapped[str] = mapped_column(String(16))
+    via: Mapped[str] = mapped_column(String(16))
+    action: Mapped[str] = mapped_column(String(32))
+    meeting_id: Mapped[int] = mapped_column(Integer, index=True)
+    meeting_kind: Mapped[str] = mapped_column(String(16))
+    owner_id: Mapped[int | None] = mapped_column(Integer)
+    # True when an admin who is neither the organiser nor a member reached the content.
+    admin_access: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    address: Mapped[str] = mapped_column(String(64))
+    detail: Mapped[str] = mapped_column(String(100), default="", server_default="")

@@ -40,8 +40,8 @@ __all__ = [
     "speaker_names",
 ]
 
-UNKNOWN_SPEAKER = "Unknown speaker"
-"""The label of a stream whose account was deleted."""
+UNKNOWN_SPEAKER = "Former member"
+"""The label of lines whose speaker's account was deleted (``stream_sessions.user_id`` set NULL)."""
 
 
 @dataclass(frozen=True)

@@ -242,12 +242,16 @@ class LiveHub:
                 old.release()
             return live
 
-    async def close_meeting(self, meeting_id: int, reason: str) -> None:
-        """End every stream of the meeting (their finals are persisted) and release its registration; then
-        the meeting view's viewers on every replica re-read the meeting (its end)."""
+    async def close_meeting(self, meeting_id: int, reason: str, error_code: str | None = None) -> None:
+        """End every stream of the meeting (their finals are persisted; the client told ``error_code`` if
+        given, e.g. ``meeting_deleted``) and release its registration; then the meeting view's viewers on
+        every replica re-read the meeting (its end)."""
         live = self.meetings.get(meeting_id)
+        streams = {s for s in self.sessions.values() if s.meeting_id == meeting_id}
         if live is not None:
-            await asyncio.gather(*(s.end(1000, reason) for s in list(live.sessions)))
+            streams |= live.sessions
+        await asyncio.gather(*(s.end(1000, reason, error_code) for s in streams))
+        if live is not None:
             self._forget(live)
         self.feed.meeting_changed(meeting_id)
 

@@ -54,6 +54,10 @@ async def test_only_participants_name_themselves_and_names_are_unique_in_a_meeti
     intruder, intruder_id = new_member(server, admin, "intruder")
     meeting_id = live_meeting(admin)
     await speak(server, admin, meeting_id, [11, 0])
+    assert name(intruder, meeting_id, intruder_id, "Dr Grey").status_code == 404  # not even a member
+    for username in ("intruder", "nurse"):  # members who have not taken part yet
+        added = admin.post(f"/api/meetings/{meeting_id}/members", json={"username": username})
+        assert added.status_code == 201
     refused = name(intruder, meeting_id, intruder_id, "Dr Grey")
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "not_a_participant"
     assert {

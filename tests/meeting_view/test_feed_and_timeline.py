@@ -270,6 +270,7 @@ def test_a_speaker_names_themself_only_the_organiser_renames_others(admin: TestC
     member_id = _member(admin)
     admin_id = admin.get("/api/auth/me").json()["user"]["id"]
     meeting_id = admin.post("/api/meetings", json={"title": "Round"}).json()["meeting"]["id"]
+    assert admin.post(f"/api/meetings/{meeting_id}/members", json={"username": "nurse"}).status_code == 201
     _as(admin, MEMBER["username"], MEMBER["password"])
     path = f"/api/meetings/{meeting_id}/participants"
     assert admin.post(f"/api/meetings/{meeting_id}/ticket").status_code == 200  # opens the meeting
@@ -331,9 +332,12 @@ def test_viewer_links_are_stored_hashed_expire_and_are_revoked_with_typed_errors
 def test_only_the_organiser_makes_viewer_links(admin: TestClient) -> None:
     _member(admin)
     meeting_id = admin.post("/api/meetings", json={"title": "Board"}).json()["meeting"]["id"]
+    other = admin.post("/api/meetings", json={"title": "Not theirs"}).json()["meeting"]["id"]
+    assert admin.post(f"/api/meetings/{meeting_id}/members", json={"username": "nurse"}).status_code == 201
     _as(admin, MEMBER["username"], MEMBER["password"])
     refused = admin.post(f"/api/meetings/{meeting_id}/viewer-links", json={})
-    assert refused.status_code == 403
+    assert refused.status_code == 403  # a member, not the organiser
+    assert admin.post(f"/api/meetings/{other}/viewer-links", json={}).status_code == 404  # not a member
     assert admin.get("/api/viewer-links").json()["links"] == []
 
 

@@ -96,6 +96,8 @@ async def test_viewer_gets_history_then_every_speaker_live_on_the_meeting_clock(
     nurse, nurse_id = member(server, admin)
     meeting_id = live_meeting(admin)
     await speak(server, admin, meeting_id, [11, 12, 0])
+    assert nurse.post(f"/api/meetings/{meeting_id}/ticket").status_code == 404  # not a member yet
+    assert admin.post(f"/api/meetings/{meeting_id}/members", json={"username": "nurse"}).status_code == 201
     view = await open_view(server, f"ticket.{ticket(nurse, meeting_id)}")
     renamed = nurse.put(  # a participant now: the nurse opened the meeting
         f"/api/meetings/{meeting_id}/participants/{nurse_id}", json={"display_name": "Nurse Joy"}

@@ -42,6 +42,7 @@ async def test_a_resume_token_works_only_for_the_user_it_was_given_to(server: Li
     the colleague's finals, no way to speak as them, and the colleague's live connection goes on."""
     admin, meeting_id = meeting(server)
     nurse, _ = member(server, admin)
+    assert admin.post(f"/api/meetings/{meeting_id}/members", json={"username": "nurse"}).status_code == 201
     owner = await open_ws(server, ticket(admin, meeting_id))
     ready = await start(owner)
     await speak_until_final(owner, (11, 0))

@@ -2,6 +2,7 @@
 
 import { busy, notify, showError, store, vocabularyName } from "./admin-common.js";
 import { api } from "./api.js";
+import { deleteMeeting, membersRow } from "./admin-privacy.js";
 import { byId, copyText, formatDateTime, h } from "./dom.js";
 
 export async function loadMeetings() {
@@ -121,7 +122,11 @@ function meetingRow(meeting) {
   }
   actions.append(
     h("button", { type: "button", onclick: () => row.after(assignRow(meeting, row)) , "aria-label": `Vocabularies of ${meeting.title}` }, "Vocabularies…"),
+    h("button", { type: "button", "aria-label": `Members of ${meeting.title}`,
+      onclick: (e) => busy(e.currentTarget, async () => row.after(await membersRow(meeting, 6))) }, "Members…"),
     h("button", { type: "button", class: "link", onclick: async () => notify((await copyText(link)) ? "Link copied." : link) }, "Copy link"),
+    h("button", { type: "button", class: "danger", "aria-label": `Delete ${meeting.title}`,
+      onclick: (e) => deleteMeeting(e.currentTarget, meeting, renderMeetings) }, "Delete"),
   );
   const names = (meeting.vocabulary_ids || []).map(vocabularyName);
   const row = h(

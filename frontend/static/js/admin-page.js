@@ -2,6 +2,7 @@
 // users.
 
 import { renderStats, startLive } from "./admin-live.js";
+import { renderAudit } from "./admin-privacy.js";
 import { loadMeetings, renderMeetings } from "./admin-meetings.js";
 import { renderTokens } from "./admin-tokens.js";
 import { renderUsers } from "./admin-users.js";
@@ -13,7 +14,7 @@ import { applyStoredDisplay } from "./display-prefs.js";
 import { byId } from "./dom.js";
 import { requireUser } from "./login.js";
 
-const TABS = ["vocabularies", "meetings", "live", "stats", "tokens", "viewer-links", "users"];
+const TABS = ["vocabularies", "meetings", "live", "stats", "tokens", "viewer-links", "users", "audit"];
 let stopLive = null;
 
 async function main() {
@@ -63,6 +64,8 @@ async function showTab() {
     await renderUsers();
   } else if (name === "viewer-links") {
     await renderViewerLinks();
+  } else if (name === "audit") {
+    await renderAudit();
   }
 }
 
