@@ -20,6 +20,7 @@ from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, drafts, live, meeting_view, meetings, transcripts, users, vocabularies
+from backend.compat import openai_api
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.edge.errors import (
@@ -233,6 +234,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         *transcripts.routes,
         *drafts.routes,
         *live.routes,
+        *openai_api.routes,
         WebSocketRoute("/ws", websocket_endpoint),
         WebSocketRoute("/ws/view", viewer_endpoint),
         *[Route(path, _page(name), methods=["GET"], include_in_schema=False) for path, name in PAGES.items()],
