@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, drafts, live, meeting_view, meetings, transcripts, users, vocabularies
 from backend.compat import openai_api
+from backend.compat.deepgram_ws import listen_endpoint
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.edge.errors import (
@@ -237,6 +238,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         *openai_api.routes,
         WebSocketRoute("/ws", websocket_endpoint),
         WebSocketRoute("/ws/view", viewer_endpoint),
+        WebSocketRoute("/v1/listen", listen_endpoint),
         *[Route(path, _page(name), methods=["GET"], include_in_schema=False) for path, name in PAGES.items()],
         Mount("/static", StaticFiles(directory=FRONTEND / "static", check_dir=False), name="static"),
     ]
