@@ -20,7 +20,7 @@ from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, drafts, live, meeting_view, meetings, transcripts, users, vocabularies
-from backend.compat import openai_api
+from backend.compat import openai_api, recordings
 from backend.compat.deepgram_ws import listen_endpoint
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
@@ -195,6 +195,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
             devices=DeviceCodec(secret_key(settings), settings.login_device_days * 86400),
             term_limits=TermLimits(max_terms=settings.max_terms_per_vocabulary),
         )
+        app.state.recordings = jobs = recordings.RecordingJobs()
         # The model loads in the background: /healthz answers at once, /readyz once the engine is warm.
         services.engine_startup = asyncio.create_task(_start_engine(asr), name="engine-start")
         token_watch = asyncio.create_task(
@@ -218,6 +219,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
             )
             if not app.state.services.hub.draining:
                 await app.state.services.hub.drain(settings.drain_timeout_s)
+            await jobs.close()
             await asr.stop()
             await db.dispose()
             services.passwords.close()
@@ -236,6 +238,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         *drafts.routes,
         *live.routes,
         *openai_api.routes,
+        *recordings.routes,
         WebSocketRoute("/ws", websocket_endpoint),
         WebSocketRoute("/ws/view", viewer_endpoint),
         WebSocketRoute("/v1/listen", listen_endpoint),

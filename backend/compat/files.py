@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.engine.contract import CaptionStream, VocabularyRef
+from backend.engine.contract import CaptionEngine, CaptionStream, VocabularyRef
 from backend.engine.types import Final, StreamOptions
 from backend.services import Services
 from backend.sessions.ladder import Rung
 from backend.sessions.vocabulary import TooManyTerms, validate_session_terms
 from backend.text.vocab import EffectiveVocabulary, ItemError, VocabularyTerm
 
-__all__ = ["FILE_CHUNK_S", "Segment", "TermsRejected", "check_terms", "transcribe_samples"]
+__all__ = ["FILE_CHUNK_S", "Segment", "TermsRejected", "check_terms", "decode_file", "transcribe_samples"]
 
 FILE_CHUNK_S = 1.12
 """A file is decoded in the larger of the live chunk sizes: fewer steps per second of audio."""
@@ -89,27 +89,43 @@ async def transcribe_samples(
     decoding: str | None = None,
     progress: Progress | None = None,
 ) -> list[Segment]:
-    """Decode 16 kHz mono float32 ``samples`` on the engine; the finals in order, in display forms."""
+    """Decode 16 kHz mono float32 ``samples`` on the service's engine, with ``vocabulary`` compiled and
+    registered like a meeting's (released after); the finals in order, in display forms."""
     await svc.engine_started()
     handle = await svc.hub.compile(vocabulary)
-    stream: CaptionStream | None = None
     try:
         options = file_options(svc, decoding or svc.settings.default_decoding, handle)
-        stream = svc.engine.open_stream(options)
-        finals = await _feed(svc, stream, options.chunk_s, samples, progress)
-        stream = None  # finished
+        return await decode_file(svc.engine, options, samples, vocabulary, progress)
     finally:
-        if stream is not None:
-            stream.abort()
         if handle is not None:
             handle.release()
+
+
+async def decode_file(
+    engine: CaptionEngine,
+    options: StreamOptions,
+    samples: np.ndarray,
+    vocabulary: EffectiveVocabulary,
+    progress: Progress | None = None,
+) -> list[Segment]:
+    """One stream of ``engine`` (started; ``options.vocabulary`` registered by the caller) fed ``samples``
+    a chunk at a time; its finals in display forms. The stream is closed whatever happens."""
+    stream = engine.open_stream(options)
+    try:
+        finals = await _feed(engine, stream, options.chunk_s, samples, progress)
+    finally:
+        stream.abort()  # a no-op once finished
     return [s for s in (_segment(f, vocabulary) for f in finals) if s is not None]
 
 
 async def _feed(
-    svc: Services, stream: CaptionStream, chunk_s: float, samples: np.ndarray, progress: Progress | None
+    engine: CaptionEngine,
+    stream: CaptionStream,
+    chunk_s: float,
+    samples: np.ndarray,
+    progress: Progress | None,
 ) -> list[Final]:
-    chunk = svc.engine.chunk_samples(chunk_s)
+    chunk = engine.chunk_samples(chunk_s)
     total_s = len(samples) / 16000
     padded = np.concatenate([samples, np.zeros(-len(samples) % chunk, np.float32)])
     pcm = (np.clip(padded, -1.0, 1.0) * 32767).astype("<i2")  # what the contract's streams take
