@@ -68,6 +68,10 @@ class DeepgramSession(CaptionSession):
 
     async def _accept(self) -> None:
         await self.ws.accept(subprotocol=self._subprotocol)
+        # A Deepgram client sends audio as soon as the socket opens (no ready message to wait for), while
+        # the stream's keyterms may still compile: its real-time budget runs from here, not from the first
+        # chunk read after the compile, or audio sent at real time would read as a burst (1008).
+        self._first_audio = time.monotonic()
 
     async def _begin(self) -> None:
         """No start message: the query said everything. A new session in a new dictation, the stream's
