@@ -51,8 +51,11 @@ def organisers_meeting(server: LiveServer, title: str) -> int:
     organiser = login(server.base_url, **ORGANISER)
     created = organiser.post("/api/meetings", json={"title": title, "vocabulary_ids": [vocabulary["id"]]})
     created.raise_for_status()
+    meeting_id = created.json()["meeting"]["id"]
+    invited = organiser.post(f"/api/meetings/{meeting_id}/members", json={"username": READER["username"]})
+    assert invited.status_code == 201, invited.text  # a member who reads it but does not organise it
     organiser.close()
-    return created.json()["meeting"]["id"]
+    return meeting_id
 
 
 def open_as(page: Any, server: LiveServer, meeting_id: int, user: dict[str, str]) -> None:
