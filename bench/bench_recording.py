@@ -5,7 +5,8 @@ vocabulary holds the terms below, and uploads ``--minutes`` of espeak-ng speech 
 terms, with pauses between them) as an MP3 to ``POST /api/meetings/{id}/recordings``; polls the job until
 it is done. Prints, as JSON, the recording's length, the wall time from upload to done, the real-time
 factor (audio seconds per wall second), the word error rate of the transcript against the script, and how
-many of the spoken terms the transcript spells as listed.
+many of the spoken terms the transcript spells as listed (per term: [spoken, spelled]). The WER is
+of the written form ("Dr." for "doctor" counts as an error), lower-cased, without punctuation.
 
     .venv/bin/python bench/bench_recording.py               # 10 minutes of audio
     .venv/bin/python bench/bench_recording.py --minutes 2   # a quick look
@@ -95,7 +96,8 @@ def main() -> None:
                 job = client.get(f"/api/meetings/{meeting_id}/recordings/{job['id']}").json()["recording"]
             wall_s = time.monotonic() - started
             assert job["status"] == "done", job
-            transcript = client.get(f"/api/meetings/{meeting_id}/captions?format=text").text
+            captions = client.get(f"/api/meetings/{meeting_id}/captions").json()["captions"]
+            transcript = " ".join(c["text"] for c in captions)
     reference, hypothesis = words(" ".join(said)), words(transcript)
     spoken_terms = sum(s.count(t) for s in said for t in TERMS)
     spelled = sum(transcript.count(t) for t in TERMS)
@@ -111,6 +113,7 @@ def main() -> None:
                 "wer": round(edit_distance(reference, hypothesis) / len(reference), 4),
                 "terms_spoken": spoken_terms,
                 "terms_spelled_as_listed": spelled,
+                "per_term": {t: [sum(s.count(t) for s in said), transcript.count(t)] for t in TERMS},
             },
             indent=2,
         )
