@@ -6,6 +6,7 @@
 import { api, describeError } from "./api.js";
 import { byId, copyText, formatDateTime, h } from "./dom.js";
 import { requireUser } from "./login.js";
+import { offerMeetingPrivacy } from "./meeting-privacy.js";
 import { offerRecordingUpload } from "./recording-upload.js";
 
 const page = { user: null, transcript: null, meetingId: null };
@@ -57,6 +58,11 @@ async function main() {
 // ----- the lists and search -------------------------------------------------------------------------------
 async function showIndex() {
   byId("index").hidden = false;
+  const deleted = new URLSearchParams(location.search).get("deleted");
+  if (deleted) {
+    byId("page-notice").textContent = `“${deleted}” was deleted, with all its captions.`;
+    byId("page-notice").hidden = false;
+  }
   const [meetings, dictations] = await Promise.all([
     api("GET", "/api/transcripts?kind=meeting"),
     api("GET", "/api/transcripts?kind=dictation"),
@@ -144,7 +150,10 @@ async function openTranscript() {
   renderLines();
   renderSpeakers();
   // can_edit is the recordings route's own rule: the meeting's owner (its organiser) or an admin
-  if (page.transcript.can_edit) offerRecordingUpload(page.meetingId, () => reload());
+  if (page.transcript.can_edit) {
+    offerRecordingUpload(page.meetingId, () => reload());
+    offerMeetingPrivacy(meeting, () => location.assign(`/transcripts?deleted=${encodeURIComponent(meeting.title)}`));
+  }
   const target = /^#line-(\d+)$/.exec(location.hash);
   const row = target && document.getElementById(`line-${target[1]}`);
   if (row) {
