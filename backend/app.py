@@ -20,6 +20,8 @@ from starlette.schemas import SchemaGenerator
 from starlette.staticfiles import StaticFiles
 
 from backend.api import auth, drafts, live, meeting_view, meetings, privacy, transcripts, users, vocabularies
+from backend.compat import openai_api, recordings
+from backend.compat.deepgram_ws import listen_endpoint
 from backend.config import REPO_ROOT, Settings, engine_config, get_settings
 from backend.db.session import Database
 from backend.edge.errors import (
@@ -193,6 +195,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
             devices=DeviceCodec(secret_key(settings), settings.login_device_days * 86400),
             term_limits=TermLimits(max_terms=settings.max_terms_per_vocabulary),
         )
+        app.state.recordings = jobs = recordings.RecordingJobs()
         # The model loads in the background: /healthz answers at once, /readyz once the engine is warm.
         services.engine_startup = asyncio.create_task(_start_engine(asr), name="engine-start")
         token_watch = asyncio.create_task(
@@ -221,6 +224,7 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
             await asyncio.gather(services.engine_startup, *background, return_exceptions=True)
             if not app.state.services.hub.draining:
                 await app.state.services.hub.drain(settings.drain_timeout_s)
+            await jobs.close()
             await asr.stop()
             await db.dispose()
             services.passwords.close()
@@ -239,8 +243,11 @@ def create_app(settings: Settings | None = None, engine: CaptionEngine | None = 
         *transcripts.routes,
         *drafts.routes,
         *live.routes,
+        *openai_api.routes,
+        *recordings.routes,
         WebSocketRoute("/ws", websocket_endpoint),
         WebSocketRoute("/ws/view", viewer_endpoint),
+        WebSocketRoute("/v1/listen", listen_endpoint),
         *[Route(path, _page(name), methods=["GET"], include_in_schema=False) for path, name in PAGES.items()],
         Mount("/static", StaticFiles(directory=FRONTEND / "static", check_dir=False), name="static"),
     ]

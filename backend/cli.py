@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 
 from backend.config import get_settings
@@ -65,6 +66,12 @@ def _create_user(args: argparse.Namespace) -> int:
     asyncio.run(create())
     print(f"created {args.role} {args.username}")
     return 0
+
+
+def _transcribe(args: argparse.Namespace) -> int:
+    from backend.compat.transcribe_cli import run
+
+    return run(args)
 
 
 def _import_tool(command: str, module: str) -> ModuleType | None:
@@ -126,6 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     user.add_argument("username")
     user.add_argument("--role", choices=["admin", "member"], default="member")
     user.set_defaults(func=_create_user)
+    transcribe = sub.add_parser("transcribe", help="transcribe recordings on this machine (no server)")
+    transcribe.add_argument("files", nargs="+", type=Path, help="recordings: wav, flac, mp3, m4a, ogg, webm")
+    transcribe.add_argument(
+        "--vocabulary",
+        type=Path,
+        default=None,
+        help="terms to boost: one per line (term<TAB>weight) or a .csv (text,weight,display,alternates)",
+    )
+    transcribe.add_argument("--format", choices=["json", "srt", "txt", "vtt"], default="txt")
+    transcribe.add_argument("--output-dir", type=Path, default=None, help="write FILE.<format> there")
+    transcribe.set_defaults(func=_transcribe)
     # The load test and the evaluation are tools, not the service: their packages (left out of the container
     # image) are imported only when their subcommand runs, and they parse their own options (_DELEGATED).
     for name, (help_text, _) in _DELEGATED.items():

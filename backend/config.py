@@ -179,6 +179,18 @@ class Settings(BaseSettings):
         description="Largest request body of a vocabulary's bulk term list or import, bytes (dictation notes "
         "have their own cap: 100,000 characters).",
     )
+    max_recording_bytes: int = Field(
+        100 * 1024 * 1024,
+        ge=65536,
+        description="Largest uploaded recording (POST /v1/audio/transcriptions, a meeting's recordings), "
+        "bytes: a larger body is refused with 413 while it arrives, never held whole.",
+    )
+    max_recording_s: float = Field(
+        4 * 3600.0,
+        gt=0,
+        description="Longest uploaded recording, seconds of audio: decoding stops there and the upload is "
+        "refused with 413.",
+    )
     login_window_s: float = Field(300.0, gt=0, description="Window of the login failure limit, seconds.")
     token_check_s: float = Field(
         5.0,

@@ -49,6 +49,7 @@ SERVICE = BELOW_DOMAINS | {
     "backend.nemo_modules",
     "backend.services",
     "backend.sessions",
+    "backend.compat",
 }
 
 ALLOWED: dict[str, set[str]] = {
@@ -63,7 +64,8 @@ ALLOWED: dict[str, set[str]] = {
     "backend.edge": {"backend.config", "backend.db", *LIBRARIES},
     "backend.meeting_view": BELOW_DOMAINS | ROOT_SHARED | LIBRARIES,
     "backend.sessions": BELOW_DOMAINS | ROOT_SHARED | LIBRARIES | {"backend.meeting_view", "backend.engine"},
-    "backend.api": SERVICE - {"backend", "backend.nemo_modules"} | LIBRARIES,
+    "backend.api": SERVICE - {"backend", "backend.nemo_modules", "backend.compat"} | LIBRARIES,
+    "backend.compat": SERVICE - {"backend", "backend.nemo_modules"} | LIBRARIES,
     "backend.services": BELOW_DOMAINS | LIBRARIES | {"backend.engine", "backend.sessions"},
     "backend": SERVICE | LIBRARIES,
     "eval": SERVICE | LIBRARIES,

@@ -343,6 +343,8 @@ async def test_three_replicas_one_live_timeline_through_a_crash_and_a_drain(
         "meeting"
     ]["id"]
     assert admin.post(f"/api/meetings/{meeting_id}/start").status_code == 200
+    invited = admin.post(f"/api/meetings/{meeting_id}/members", json={"username": "nurse"})
+    assert invited.status_code == 201, invited.text  # meetings are private: the nurse is invited
 
     ws_url = f"ws://127.0.0.1:{proxy.port}/ws"
     view_ticket = admin.post(f"/api/meetings/{meeting_id}/ticket").json()["ticket"]

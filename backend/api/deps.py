@@ -93,6 +93,13 @@ async def _token_principal(db: AsyncSession, token: str, method: str) -> Princip
     return Principal(user.id, user.username, user.role, via_cookie=False, csrf_token=None, token_id=row.id)
 
 
+async def api_token_principal(svc: Services, token: str, method: str = "POST") -> Principal:
+    """The user of a live API token given outside an ``Authorization: Bearer`` header (the compatible
+    sockets' keys); ``ApiError`` 401/403 as for a request with ``method``."""
+    async with svc.db.session() as db:
+        return await _token_principal(db, token, method)
+
+
 async def require_user(request: Request) -> Principal:
     """The authenticated caller; 401 when anonymous, 403 on a cookie request without a valid CSRF token."""
     principal = await authenticate(request)

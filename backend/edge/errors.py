@@ -91,3 +91,32 @@ async def storage_unavailable_handler(_request: Request, exc: Exception) -> JSON
         503, "storage_unavailable", "the server cannot store or read data right now; retry"
     )
     return error_response(unavailable, {"retry-after": "5"})
+
+
+OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "server_error",
+}
+"""OpenAI's error ``type`` for a status (``backend.compat.openai_api``); anything else is ``api_error``."""
+
+
+def openai_error_response(
+    exc: ApiError, param: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """An ``ApiError`` in OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``, which the
+    OpenAI client libraries read (the ``/v1/`` routes). ``param`` defaults to the first per-item field."""
+    if param is None and exc.errors:
+        param = exc.errors[0].get("field")
+    body = {
+        "message": exc.message,
+        "type": OPENAI_TYPES.get(exc.status, "api_error"),
+        "param": param,
+        "code": exc.code,
+    }
+    return JSONResponse({"error": body}, status_code=exc.status, headers=headers)

@@ -24,7 +24,7 @@ from typing import Any
 from starlette.requests import cookie_parser
 
 from backend.config import Settings
-from backend.edge.errors import ApiError, error_response
+from backend.edge.errors import ApiError, error_response, openai_error_response
 from backend.edge.ratelimit import SlidingWindow
 from backend.edge.security import DEVICE_COOKIE, LoginRateLimiter
 
@@ -43,6 +43,10 @@ RATE_LIMITED_ROUTES = frozenset({"/api/invites/check", "/api/invites/accept", "/
 """The no-login routes besides the login itself (which limits its failures, ``backend.edge.security``)."""
 UPLOAD_ROUTES = re.compile(r"/api/vocabularies/\d+/(?:terms|import)")
 DRAFT_ROUTES = re.compile(r"/api/drafts/\d+")
+RECORDING_ROUTES = re.compile(r"/v1/audio/transcriptions|/api/meetings/\d+/recordings")
+"""Uploaded recordings (``backend.compat``): capped by ``max_recording_bytes``."""
+OPENAI_PREFIX = "/v1/audio/"
+"""The OpenAI-compatible routes answer in OpenAI's error shape (``errors.openai_error_response``)."""
 PROBES = frozenset({"/healthz", "/readyz"})
 """Liveness and readiness: an orchestrator restarts a replica whose probe fails, so they never wait."""
 MAX_DRAFT_CHARS = 100_000
@@ -66,10 +70,16 @@ class BodyCaps:
     anonymous_bytes: int
     upload_bytes: int
     draft_bytes: int = MAX_DRAFT_BODY_BYTES
+    recording_bytes: int = 100 * 1024 * 1024
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BodyCaps:
-        return cls(settings.max_body_bytes, settings.max_anonymous_body_bytes, settings.max_upload_body_bytes)
+        return cls(
+            settings.max_body_bytes,
+            settings.max_anonymous_body_bytes,
+            settings.max_upload_body_bytes,
+            recording_bytes=settings.max_recording_bytes,
+        )
 
     def for_path(self, path: str) -> int:
         """The cap of the route at ``path``."""
@@ -79,6 +89,8 @@ class BodyCaps:
             return self.upload_bytes
         if DRAFT_ROUTES.fullmatch(path):
             return self.draft_bytes
+        if RECORDING_ROUTES.fullmatch(path):
+            return self.recording_bytes
         return self.default_bytes
 
 
@@ -113,7 +125,8 @@ class BodyLimit:
         cap = self.caps.for_path(scope["path"])
         declared = _declared_length(scope)
         if declared is not None and declared > cap:
-            await error_response(too_large(cap))(scope, receive, send)  # uvicorn discards the body
+            render = openai_error_response if scope["path"].startswith(OPENAI_PREFIX) else error_response
+            await render(too_large(cap))(scope, receive, send)  # uvicorn discards the body
             return
         received = 0
 

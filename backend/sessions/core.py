@@ -43,10 +43,12 @@ class SessionCore:
         self.seq = 0
         self.utterance = 0
         self.audio_offset_s = 0.0  # where this connection's audio starts on the session's clock
+        self.stream_start_s = 0.0  # where the engine stream's clock starts in this connection's audio
         self.resend_s = 0.0  # audio the client sends again at once after `ready` (its backlog), seconds
         self._not_captioned: dict[str, float] | None = None  # audio of a resumed session no one will decode
         self._catching_up = False  # a resumed client's backlog is not decoded yet
         self.received_s = 0.0
+        self._first_audio: float | None = None  # when the first chunk arrived (monotonic), for the rate
         self.decoded_s = 0.0
         self.partials = 0
         self.finals = 0

@@ -18,9 +18,6 @@ class SessionReader(SessionCore):
     async def _reader(self) -> None:
         """Receive frames; enforce frame size, audio rate, buffer bound and idle timeout; queue work."""
         settings = self.svc.settings
-        first_audio: float | None = None
-        # memory's bound on a session's queued audio; the ladder sheds the newest session well before
-        max_queued = max(2, int((2 * settings.lag_busy_s + self.resend_s) / self.chunk_s) + 2)
         try:
             while True:
                 try:
@@ -41,18 +38,9 @@ class SessionReader(SessionCore):
                         raise ProtocolViolation(
                             1008, f"audio frames must be exactly {self.chunk_bytes} bytes"
                         )
-                    now = time.monotonic()
-                    first_audio = now if first_audio is None else first_audio
-                    allowed_s = settings.audio_burst_s + self.resend_s  # ahead of real time
-                    budget_s = (now - first_audio) * settings.max_audio_rate + allowed_s
-                    if self.received_s + self.chunk_s > budget_s:
-                        raise ProtocolViolation(1008, "audio arrives faster than real time")
-                    if self._queue.qsize() >= max_queued:
-                        self._queue.put_nowait(("busy", None))
+                    if not self._queue_chunk(data):
                         await self._discard_until_closed()
                         return
-                    self.received_s += self.chunk_s
-                    self._queue.put_nowait(("audio", data))
                     continue
                 text = message.get("text")
                 if text is None:
@@ -75,6 +63,25 @@ class SessionReader(SessionCore):
         except Exception as exc:  # the consumer must hear of it, or the session would never end
             self._log.exception("reader_failed", error=type(exc).__name__)
             self._queue.put_nowait(("failed", exc))
+
+    def _queue_chunk(self, data: bytes) -> bool:
+        """Queue one chunk of audio for the consumer, within the audio rate (``ProtocolViolation`` beyond) and
+        the queued-audio bound (False: the session is told busy and must stop reading audio)."""
+        settings = self.svc.settings
+        now = time.monotonic()
+        self._first_audio = now if self._first_audio is None else self._first_audio
+        allowed_s = settings.audio_burst_s + self.resend_s  # ahead of real time
+        budget_s = (now - self._first_audio) * settings.max_audio_rate + allowed_s
+        if self.received_s + self.chunk_s > budget_s:
+            raise ProtocolViolation(1008, "audio arrives faster than real time")
+        # memory's bound on a session's queued audio; the ladder sheds the newest session well before
+        max_queued = max(2, int((2 * settings.lag_busy_s + self.resend_s) / self.chunk_s) + 2)
+        if self._queue.qsize() >= max_queued:
+            self._queue.put_nowait(("busy", None))
+            return False
+        self.received_s += self.chunk_s
+        self._queue.put_nowait(("audio", data))
+        return True
 
     async def _discard_until_closed(self) -> None:
         """After a violation, drop whatever the client still sends until the socket closes."""

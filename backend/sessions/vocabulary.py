@@ -51,10 +51,12 @@ class SessionVocabulary:
         self._compile = compile_vocabulary
         self._extra: EffectiveVocabulary | None = None
         self._own: VocabularyRef | None = None
+        self.handle: VocabularyRef | None = None  # the registration ``current`` is decoded with
 
     def start(self, live: LiveMeeting) -> None:
         """At the session's start: the meeting's vocabulary (already registered by the hub)."""
         self.current = live.vocabulary
+        self.handle = live.handle
 
     async def configure(
         self, extra: list[VocabularyTerm], live: LiveMeeting, stream: CaptionStream | None
@@ -74,7 +76,7 @@ class SessionVocabulary:
             await stream.set_vocabulary(handle)
         self.release()
         self._own = own
-        self.current = merged
+        self.current, self.handle = merged, handle
 
     def release(self) -> None:
         """Give back the session's own registration (idempotent)."""

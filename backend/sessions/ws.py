@@ -52,7 +52,7 @@ class CaptionSession(SessionOpening, SessionReader):
         Supervised: an unexpected exception in either task ends the session like a decoder failure
         (``error`` ``internal``, finals flushed where the stream still works, close 1011); the reader
         never outlives this call."""
-        await self.ws.accept(subprotocol=SUBPROTOCOL)
+        await self._accept()
         self._to(SessionState.AUTHENTICATED)
         reader: asyncio.Task[None] | None = None
         try:
@@ -79,6 +79,10 @@ class CaptionSession(SessionOpening, SessionReader):
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
             await self._cleanup()
+
+    async def _accept(self) -> None:
+        """Accept the socket with the protocol's subprotocol (never echoing a ticket)."""
+        await self.ws.accept(subprotocol=SUBPROTOCOL)
 
     def shed(self) -> None:
         """The degradation ladder's top rung (``backend.sessions.ladder``): close busy after the current
@@ -200,6 +204,8 @@ class CaptionSession(SessionOpening, SessionReader):
                     self._log.info("client_gone", code=payload)
                     await self._finish_quietly()
                     return
+                elif kind == "finalize":
+                    await self._finalize()
                 elif kind == "end" and self._end_request is not None:
                     code, reason = self._end_request
                     if code == 1012:
@@ -230,15 +236,7 @@ class CaptionSession(SessionOpening, SessionReader):
             if self.lag_s < self.svc.settings.lag_drop_partials_s:
                 self.partials += 1
                 self.svc.hub.feed.publish_partial(self, partial)
-                await self._send(
-                    {
-                        "type": "partial",
-                        "text": partial,
-                        "utterance": self.utterance,
-                        "audio_s": round(self.audio_offset_s + self.decoded_s, 3),
-                        "lag_s": round(self.lag_s, 2),
-                    }
-                )
+                await self._send_partial(partial)
             else:
                 self.svc.metrics.partials_dropped.inc()
 
@@ -257,13 +255,33 @@ class CaptionSession(SessionOpening, SessionReader):
             }
         )
 
+    async def _send_partial(self, partial: str) -> None:
+        """The protocol's ``partial`` message (a compatible protocol sends its own)."""
+        await self._send(
+            {
+                "type": "partial",
+                "text": partial,
+                "utterance": self.utterance,
+                "audio_s": round(self.audio_offset_s + self.decoded_s, 3),
+                "lag_s": round(self.lag_s, 2),
+            }
+        )
+
+    async def _send_final(self, segment: CaptionSegment, audio_end_s: float, source: str) -> None:
+        """The protocol's ``final`` message for a stored caption (a compatible protocol sends its own)."""
+        await self._send(final_message(segment) | {"audio_s": round(audio_end_s, 3), "pass": source})
+
+    async def _finalize(self) -> None:
+        """Only compatible protocols queue a ``finalize`` (``backend.compat.deepgram_ws``)."""
+        raise RuntimeError("finalize is not a captions.v1 message")
+
     async def _commit(self, final: Any) -> None:
         text, matched = self._vocabulary.current.apply(final.text.strip())
         if not text:
             return
         self.utterance += 1
         self.last_partial = ""
-        offset = self.audio_offset_s
+        offset = self.audio_offset_s + self.stream_start_s  # the stream's clock on the session's
         fields = {
             "meeting_id": self.meeting_id,
             "text": text,
@@ -275,7 +293,7 @@ class CaptionSession(SessionOpening, SessionReader):
             ],
             "matched_terms": matched,
         }
-        audio_end_s = offset + self.decoded_s
+        audio_end_s = self.audio_offset_s + self.decoded_s
 
         def store_once() -> Awaitable[CaptionSegment]:
             return self._store.store(self.session_id, self.generation, fields, audio_end_s)
@@ -295,7 +313,7 @@ class CaptionSession(SessionOpening, SessionReader):
         self.finals += 1
         self.svc.metrics.finals_persisted.inc()
         self.seq = segment.seq
-        await self._send(final_message(segment) | {"audio_s": round(audio_end_s, 3), "pass": final.source})
+        await self._send_final(segment, audio_end_s, final.source)
         self.svc.hub.feed.publish_final(self, segment)
 
     def _superseded(self) -> None:

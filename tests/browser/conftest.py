@@ -123,13 +123,20 @@ def each_admin_tab(page: Any) -> Iterator[str]:
         yield tab
 
 
-def log_in(page: object, base_url: str, path: str = "/", screenshot_as: str | None = None) -> None:
-    """Open ``path`` and log in through the page's own form as the admin."""
+def log_in(
+    page: object,
+    base_url: str,
+    path: str = "/",
+    screenshot_as: str | None = None,
+    username: str = "admin",
+    password: str = ADMIN_PASSWORD,
+) -> None:
+    """Open ``path`` and log in through the page's own form (as the admin unless ``username`` is given)."""
     page.goto(base_url + path)
     page.wait_for_selector("#login-username")
     if screenshot_as:
         screenshot(page, screenshot_as)
-    page.fill("#login-username", "admin")
-    page.fill("#login-password", ADMIN_PASSWORD)
+    page.fill("#login-username", username)
+    page.fill("#login-password", password)
     page.click("#login button[type=submit]")
     page.wait_for_selector("#login", state="hidden")

@@ -216,6 +216,8 @@ def test_two_speakers_and_a_guest_see_one_labelled_timeline_and_the_export_inter
     meeting = live_meeting(rest, "Handover", terms=({"text": "linezolid", "display": "Linezolid"},))
     created = rest.post("/api/users", json={**MEMBER, "display_name": "Nurse Joy"})
     assert created.status_code == 201, created.text
+    added = rest.post(f"/api/meetings/{meeting['id']}/members", json={"username": MEMBER["username"]})
+    assert added.status_code == 201, added.text  # meetings are private: the nurse is invited
     link = rest.post(f"/api/meetings/{meeting['id']}/viewer-links", json={}).json()
 
     guest_context, guest, guest_errors = new_page(browser)

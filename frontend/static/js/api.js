@@ -28,7 +28,9 @@ async function parseError(response) {
 async function send(method, path, body) {
   const headers = { Accept: "application/json" };
   const init = { method, headers, credentials: "same-origin" };
-  if (body !== undefined) {
+  if (body instanceof FormData) {
+    init.body = body; // multipart: the browser writes the Content-Type with its boundary
+  } else if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
@@ -43,7 +45,8 @@ async function send(method, path, body) {
 }
 
 /**
- * Call the API. Returns the parsed JSON body (or null for 204). Throws ApiError on 4xx/5xx.
+ * Call the API with a JSON `body`, or a `FormData` one (an upload). Returns the parsed JSON body (or null
+ * for 204). Throws ApiError on 4xx/5xx.
  * A 403 caused by a stale CSRF token is retried once after refreshing the token.
  */
 export async function api(method, path, body) {

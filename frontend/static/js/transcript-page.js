@@ -1,10 +1,12 @@
 // Transcripts (/transcripts): search across the meetings the user may read, the meetings and "My dictations"
-// lists, and one transcript (/transcripts?id=ID) to read, correct, rename or merge speakers, and turn a
-// correction into a vocabulary term. The API: /api/meetings/{id}/transcript and friends (docs/protocol.md).
+// lists, and one transcript (/transcripts?id=ID) to read, correct, rename or merge speakers, turn a
+// correction into a vocabulary term, and add a recording of the meeting (recording-upload.js). The API:
+// /api/meetings/{id}/transcript and friends (docs/protocol.md).
 
 import { api, describeError } from "./api.js";
 import { byId, copyText, formatDateTime, h } from "./dom.js";
 import { requireUser } from "./login.js";
+import { offerRecordingUpload } from "./recording-upload.js";
 
 const page = { user: null, transcript: null, meetingId: null };
 
@@ -141,6 +143,8 @@ async function openTranscript() {
   });
   renderLines();
   renderSpeakers();
+  // can_edit is the recordings route's own rule: the meeting's owner (its organiser) or an admin
+  if (page.transcript.can_edit) offerRecordingUpload(page.meetingId, () => reload());
   const target = /^#line-(\d+)$/.exec(location.hash);
   const row = target && document.getElementById(`line-${target[1]}`);
   if (row) {
@@ -350,12 +354,17 @@ async function merge(speaker, into) {
   }
 }
 
-/** Re-read the transcript (names changed everywhere) and put the focus back on `focusSelector`. */
+/**
+ * Re-read the transcript (names changed everywhere, a recording's lines added) and put the focus back on
+ * `focusSelector` (when given).
+ */
 async function reload(focusSelector) {
   page.transcript = await api("GET", `/api/meetings/${encodeURIComponent(page.meetingId)}/transcript`);
+  const { meeting } = page.transcript;
+  byId("meeting-when").textContent = formatDateTime(meeting.started_at || meeting.created_at);
   renderLines();
   renderSpeakers();
-  const target = document.querySelector(focusSelector);
+  const target = focusSelector && document.querySelector(focusSelector);
   if (target) target.focus();
 }
 
