@@ -9,7 +9,8 @@ frames vary as speech does. Stationary noise (a fan, a hiss) and digital silence
 level* is the mean power of active frames, smoothed over a few seconds. The *gain* raises speech quieter than
 ``GAIN_BELOW_DBFS`` towards ``TARGET_DBFS`` (never lowers it; at most ``max_gain_db``); set at the first
 speech, it then moves at most ``GAIN_SLEW_DB_PER_S`` and is held in chunks without speech, so the noise of
-pauses is not pumped up.
+pauses is not pumped up. A stream's leading-silence gate opens on speech, or on a chunk loud enough that it
+was always decoded (``OPENS_GATE_DBFS``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ QUIET_CLEAR_DBFS = -39.0
 CLIP_AT = 0.98
 CLIPPED_FRACTION = 0.002
 REPORT_AFTER_S = 2.0
+OPENS_GATE_DBFS = -45.0  # a chunk this loud (RMS) is decoded whatever its shape: the absolute gate of old
 
 
 def _db(power: float) -> float:
@@ -54,6 +56,7 @@ class LevelMeter:
         self.speech_dbfs: float | None = None
         self.gain_db = 0.0
         self.active = False  # whether the last chunk held speech
+        self.audible = False  # whether it held speech or was loud enough to decode anyway (OPENS_GATE_DBFS)
         self.state: LevelState = "ok"
         self._quiet_s = 0.0
         self._loud_s = 0.0
@@ -78,6 +81,7 @@ class LevelMeter:
         self._peak_dbfs = 20.0 * math.log10(peak + 1e-9)
         active = frames_db >= max(self.floor_dbfs + ACTIVE_ABOVE_FLOOR_DB, self.min_dbfs)
         self.active = int(active.sum()) >= MIN_ACTIVE_FRAMES and self._varies(signal)
+        self.audible = self.active or _db(float(power.mean())) >= OPENS_GATE_DBFS
         if self.active:
             level = _db(float(power[active].mean()))
             if self.speech_dbfs is None:

@@ -80,7 +80,7 @@ class EngineStream:
         """Decode exactly one chunk: PCM16 little-endian bytes or a float32 array of ``chunk_samples``."""
         self._expect_open()
         samples = self._meter.process(self._to_float32(pcm))
-        if not self._started and self._gate_leading_silence and not self._meter.active:
+        if not self._started and self._gate_leading_silence and not self._meter.audible:
             result = await self._skip(samples)
         else:
             result = await self._submit(samples)
