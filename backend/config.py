@@ -318,11 +318,19 @@ class Settings(BaseSettings):
         2.0, ge=0, description="Audio re-encoded before each chunk by buffered (non cache-aware) models, s."
     )
     engine_leading_silence_dbfs: float = Field(
-        -45.0,
+        -70.0,
         le=0,
-        description="A stream's first chunks quieter than this (RMS, dBFS) are not decoded: the decoder "
-        "starts at the first louder chunk, so silence before speech cannot become a stray first word "
-        "('To a', 0.00 s). -200: decode them all.",
+        description="A stream's first chunks without speech are not decoded: the decoder starts at the first "
+        "chunk with speech, so silence before speech cannot become a stray first word ('To a', 0.00 s). "
+        "Speech is judged against the stream's own noise floor (20 ms frames 12 dB over it) and must also "
+        "stand over this absolute level (dBFS), so a quiet microphone is captioned. -200: decode them all.",
+    )
+    engine_input_gain_max_db: float = Field(
+        30.0,
+        ge=0,
+        le=60,
+        description="The most a stream's quiet speech is raised (a slow per-stream gain towards the level "
+        "the model reads best, held in pauses so their noise is not pumped up; never lowered). 0: no gain.",
     )
     engine_int8_encoder: bool = Field(
         False,
@@ -413,6 +421,7 @@ def engine_config(settings: Settings, **overrides: Any) -> EngineConfig:
         "left_context_s": settings.engine_left_context_s,
         "right_context_s": settings.engine_right_context_s,
         "leading_silence_dbfs": settings.engine_leading_silence_dbfs,
+        "input_gain_max_db": settings.engine_input_gain_max_db,
         "vocabulary_cache_dir": str(settings.cache_dir),
         "final_pass": resolve_final_pass(settings.model, settings.final_pass),
         "final_pass_model": settings.final_pass_model,

@@ -32,6 +32,7 @@ from backend.edge.errors import ApiError
 from backend.edge.logs import get_logger
 from backend.edge.tickets import Admission
 from backend.edge.websocket import ProtocolViolation, parse_json
+from backend.engine.types import InputLevel
 from backend.services import Services
 from backend.sessions.protocol import SessionState
 from backend.sessions.ws import CaptionSession
@@ -182,6 +183,12 @@ class DeepgramSession(CaptionSession):
             )
         self.stream_start_s = self.decoded_s
         self._stream = self.svc.engine.open_stream(self._options(self._vocabulary.handle))
+
+    async def _send_input_level(self, level: InputLevel) -> None:
+        """Deepgram's protocol has no level message: the level is still judged (and the gain applied),
+        only counted here, never sent to a client that would not know it."""
+        self.input_level = level.state
+        self.svc.metrics.input_level_warnings.labels(state=level.state).inc()
 
     async def _send_partial(self, partial: str) -> None:
         text, _ = self._vocabulary.current.apply(partial.strip())

@@ -23,6 +23,12 @@ class Metrics:
         self.partials_dropped = Counter(
             "captions_partials_dropped", "Partials not sent due to lag", registry=r
         )
+        self.input_level_warnings = Counter(
+            "captions_input_level_messages",
+            "input_level messages sent to speakers (quiet, loud, ok again)",
+            ["state"],
+            registry=r,
+        )
         self.rejected_sessions = Counter(
             "captions_rejected_sessions", "Sessions refused or closed for capacity", ["reason"], registry=r
         )

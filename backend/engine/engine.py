@@ -299,6 +299,7 @@ class Engine:
             enqueue=self._enqueue,
             on_close=self._stream_closed,
             leading_silence_dbfs=self.config.leading_silence_dbfs,
+            input_gain_max_db=self.config.input_gain_max_db,
         )
         self._next_stream_id += 1
         self._streams[stream.stream_id] = stream

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 from collections.abc import Awaitable, Callable
 
 import numpy as np
 
 from backend.engine.errors import EngineError
+from backend.engine.level import LevelMeter
 from backend.engine.steps import NO_BIASING, StepItem, StepOutput
 from backend.engine.types import SAMPLE_RATE_HZ, Final, StepResult, StreamOptions, Word
 from backend.engine.vocabulary import Registration, VocabularyHandle, VocabularyRegistry
@@ -47,6 +49,7 @@ class EngineStream:
         enqueue: Enqueue,
         on_close: OnClose,
         leading_silence_dbfs: float | None = None,
+        input_gain_max_db: float = 0.0,
     ) -> None:
         self.stream_id = stream_id
         self.options = options
@@ -63,19 +66,25 @@ class EngineStream:
         self._started = False
         self._last_sent = False
         self._in_flight = False
-        # Leading chunks quieter than this (RMS, full scale 1.0) are skipped, not decoded; see EngineConfig.
-        self._silence_rms: float | None = None
-        if leading_silence_dbfs is not None:
-            self._silence_rms = 10.0 ** (leading_silence_dbfs / 20.0)
+        # Leading chunks without speech are skipped, not decoded (None: none is); see EngineConfig.
+        gate = leading_silence_dbfs is not None and leading_silence_dbfs > -150.0
+        self._gate_leading_silence = gate
+        self._meter = LevelMeter(
+            options.chunk_s,
+            min_dbfs=leading_silence_dbfs if leading_silence_dbfs is not None and gate else -70.0,
+            max_gain_db=input_gain_max_db,
+        )
         self._skipped_s = 0.0
 
     async def push(self, pcm: bytes | np.ndarray) -> StepResult:
         """Decode exactly one chunk: PCM16 little-endian bytes or a float32 array of ``chunk_samples``."""
         self._expect_open()
-        samples = self._to_float32(pcm)
-        if not self._started and self._is_leading_silence(samples):
-            return await self._skip(samples)
-        return await self._submit(samples)
+        samples = self._meter.process(self._to_float32(pcm))
+        if not self._started and self._gate_leading_silence and not self._meter.audible:
+            result = await self._skip(samples)
+        else:
+            result = await self._submit(samples)
+        return dataclasses.replace(result, level=self._meter.report())
 
     async def finish(self) -> StepResult:
         """Flush: decode the end of the stream and commit the last partial as a final. Closes the stream."""
@@ -112,13 +121,6 @@ class EngineStream:
         if self._in_flight:
             raise RuntimeError("a chunk of this stream is already being decoded")
 
-    def _is_leading_silence(self, samples: np.ndarray) -> bool:
-        """Whether this chunk, before any chunk was decoded, is too quiet to start the decoder on."""
-        if self._silence_rms is None:
-            return False
-        rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64))))
-        return rms < self._silence_rms
-
     def _to_float32(self, pcm: bytes | np.ndarray) -> np.ndarray:
         if isinstance(pcm, bytes | bytearray | memoryview):
             if len(pcm) != 2 * self.chunk_samples:
@@ -129,8 +131,8 @@ class EngineStream:
         return pcm
 
     async def _skip(self, samples: np.ndarray) -> StepResult:
-        """A leading quiet chunk: counted as received and decoded, never shown to the decoder (which starts
-        at the first louder chunk; finals' times are shifted by what was skipped)."""
+        """A leading chunk without speech: counted as received and decoded, never shown to the decoder (which
+        starts at the first chunk with speech; finals' times are shifted by what was skipped)."""
         self._in_flight = True
         seconds = len(samples) / SAMPLE_RATE_HZ
         self.received_s += seconds

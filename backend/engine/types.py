@@ -77,10 +77,14 @@ class EngineConfig:
     decoding does not use it (it gained ~1 WER point there, against ~10 in beam search).
     ``lm_token_bonus``: added to every non-blank label's score when the LM is fused, against the LM's pull
     towards dropping words (0: NeMo's fusion unchanged).
-    ``leading_silence_dbfs``: a stream's leading chunks whose RMS level is below this are not decoded (None:
-    decode everything). The Transducer, started from its initial state on silence or faint noise, emits a
-    stray word ("To a", "I'm") at 0.0 s; the decoder starts at the first louder chunk and times keep the
-    skipped audio.
+    ``leading_silence_dbfs``: a stream's leading chunks without speech are not decoded (None: decode
+    everything). The Transducer, started from its initial state on silence or faint noise, emits a
+    stray word ("To a", "I'm") at 0.0 s; the decoder starts at the first chunk with speech and times keep the
+    skipped audio. Speech is judged against the stream's own noise floor (``backend.engine.level``): a chunk
+    holds speech when some of its 20 ms frames stand 12 dB over the floor and over this absolute level
+    (dBFS), so a quiet microphone's speech starts the decoder and a louder fan does not.
+    ``input_gain_max_db``: the most a stream's quiet speech is raised towards the level the model reads
+    best (a slow per-stream gain, held in pauses; 0: no gain).
     ``final_pass``: ``off`` or ``decode`` (each final re-read by Whisper's own decoder, boosted by the
     stream's vocabulary: ``backend.engine.final_pass``) with the model file ``final_pass_model`` (None: the
     bundled one), ``final_pass_beam_size`` beams and biasing weight ``final_pass_alpha``; a term stays in a
@@ -120,7 +124,8 @@ class EngineConfig:
     max_live_streams: int = 256
     max_symbols_per_step: int = 10
     vocabulary_cache_dir: str | None = None
-    leading_silence_dbfs: float | None = -45.0
+    leading_silence_dbfs: float | None = -70.0
+    input_gain_max_db: float = 30.0
     final_pass: str = "off"
     final_pass_model: str | None = None
     final_pass_beam_size: int = 4
@@ -165,6 +170,8 @@ class EngineConfig:
             raise ValueError("max_symbols_per_step must be >= 1")
         if self.leading_silence_dbfs is not None and self.leading_silence_dbfs > 0:
             raise ValueError("leading_silence_dbfs must be <= 0 (or None)")
+        if not 0 <= self.input_gain_max_db <= 60:
+            raise ValueError("input_gain_max_db must be within 0-60")
         if self.final_pass not in FINAL_PASS_MODES:
             raise ValueError(f"final_pass must be one of {FINAL_PASS_MODES}, got {self.final_pass!r}")
         if self.final_pass_beam_size < 1:
@@ -228,12 +235,30 @@ class Final:
 
 @dataclass(frozen=True)
 class StepResult:
-    """The result of one chunk: the current utterance's partial text, finals committed by this step, and how
-    much of the stream's audio has been decoded so far (seconds)."""
+    """The result of one chunk: the current utterance's partial text, finals committed by this step, how
+    much of the stream's audio has been decoded so far (seconds) and the stream's input level after the
+    chunk (None for the flush)."""
 
     partial: str
     finals: tuple[Final, ...]
     audio_decoded_s: float
+    level: InputLevel | None = None
+
+
+LevelState = Literal["ok", "quiet", "loud"]
+
+
+@dataclass(frozen=True)
+class InputLevel:
+    """What a stream's level meter says after a chunk (``backend.engine.level``): ``state`` ``ok``, ``quiet``
+    (its speech has stayed under -42 dBFS for 2 s) or ``loud`` (clipping for 2 s); ``speech_dbfs``: the
+    smoothed level of its speech (None before any); ``peak_dbfs``: the chunk's peak; ``gain_db``: the gain
+    applied to it."""
+
+    state: LevelState
+    speech_dbfs: float | None
+    peak_dbfs: float
+    gain_db: float
 
 
 @dataclass(frozen=True)

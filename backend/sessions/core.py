@@ -55,6 +55,7 @@ class SessionCore:
         self.started_monotonic = time.monotonic()
         self.started_at = utcnow()
         self.last_partial = ""
+        self.input_level = "ok"  # the last input_level state sent (the engine's level meter)
         self._store = CaptionStore(svc.db, svc.settings.resume_ttl_s)
         self._vocabulary = SessionVocabulary(svc.hub.compile)
         self._stream: CaptionStream | None = None

@@ -61,3 +61,11 @@ def check_held_audio(audio_s: float | None, age_s: float, slack_s: float) -> Non
         raise ProtocolViolation(
             1008, f"audio_s {audio_s:.2f} is more audio than this session can have ({age_s + slack_s:.2f} s)"
         )
+
+
+INPUT_LEVEL_MESSAGES = {
+    "quiet": "Your microphone is very quiet: move closer to it or turn its input level up.",
+    "loud": "Your microphone is too loud and clipping: turn its input level down.",
+    "ok": "",
+}
+"""The ``input_level`` message's sentence for the speaker's page, by state."""

@@ -27,7 +27,7 @@ from backend.edge.security import token_hash
 from backend.edge.websocket import ProtocolViolation, parse_json
 from backend.engine.contract import VocabularyRef
 from backend.engine.errors import EngineError
-from backend.engine.types import StepResult, StreamOptions
+from backend.engine.types import InputLevel, StepResult, StreamOptions
 from backend.services import Services
 from backend.sessions import resume
 from backend.sessions.admission import SUBPROTOCOL, admit
@@ -35,7 +35,7 @@ from backend.sessions.caption_store import Superseded, final_message
 from backend.sessions.ladder import Rung
 from backend.sessions.opening import SessionOpening
 from backend.sessions.persist import PersistFailed, with_retries
-from backend.sessions.protocol import SessionState, held_audio
+from backend.sessions.protocol import INPUT_LEVEL_MESSAGES, SessionState, held_audio
 from backend.sessions.reader import SessionReader
 from backend.sessions.vocabulary import TooManyTerms, validate_session_terms
 
@@ -226,6 +226,8 @@ class CaptionSession(SessionOpening, SessionReader):
         """Persist then send each new final; send the partial unless the server is lagging."""
         for final in result.finals:
             await self._commit(final)
+        if result.level is not None and result.level.state != self.input_level:
+            await self._send_input_level(result.level)
         partial = result.partial
         self._chunks_delivered += 1
         fewer = self.svc.ladder.rung >= Rung.FEWER_PARTIALS and self._chunks_delivered % 2 == 1
@@ -237,6 +239,21 @@ class CaptionSession(SessionOpening, SessionReader):
                 await self._send_partial(partial)
             else:
                 self.svc.metrics.partials_dropped.inc()
+
+    async def _send_input_level(self, level: InputLevel) -> None:
+        """Tell the speaker their microphone is too quiet or clipping (or fine again)."""
+        self.input_level = level.state
+        self.svc.metrics.input_level_warnings.labels(state=level.state).inc()
+        await self._send(
+            {
+                "type": "input_level",
+                "state": level.state,
+                "speech_dbfs": level.speech_dbfs,
+                "peak_dbfs": level.peak_dbfs,
+                "gain_db": level.gain_db,
+                "message": INPUT_LEVEL_MESSAGES[level.state],
+            }
+        )
 
     async def _send_partial(self, partial: str) -> None:
         """The protocol's ``partial`` message (a compatible protocol sends its own)."""
@@ -398,7 +415,6 @@ class CaptionSession(SessionOpening, SessionReader):
             self._log.exception("session_end_not_recorded")
         finally:
             self._done.set()
-
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:

@@ -61,7 +61,16 @@ async def running(config: EngineConfig) -> AsyncIterator[Engine]:
 
 @pytest_asyncio.fixture
 async def engine(model_path: Path) -> AsyncIterator[Engine]:
-    config = EngineConfig(model=str(model_path), max_wait_ms=20.0, biasing_alpha=3.0, max_symbols_per_step=3)
+    # Random tiny models on synthetic tones and noise: every chunk goes to the decoder as it is (the level
+    # gate and gain are the bundled model's concern: tests/engine/test_input_level.py).
+    config = EngineConfig(
+        model=str(model_path),
+        max_wait_ms=20.0,
+        biasing_alpha=3.0,
+        max_symbols_per_step=3,
+        leading_silence_dbfs=None,
+        input_gain_max_db=0.0,
+    )
     async with running(config) as started:
         yield started
 

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from backend.engine.types import InputLevel
 from tests.support.fake_engine import VOCAB_SAMPLE, FakeEngine, chunk
 from tests.support.server import LiveServer, login, make_settings, query
 
@@ -456,3 +457,45 @@ async def test_resume_on_another_replica_while_the_first_still_flushes_loses_not
         assert persisted(replica_a) == [(1, "word61"), (2, "word62"), (3, last)]
         assert messages[-1] == {"type": "stopped", "finals": 3}
         assert again.close_code == 1000
+
+
+async def test_a_quiet_or_clipping_microphone_is_told_once_per_change(tmp_path: Path) -> None:
+    """The engine's level meter says quiet / loud / ok with each chunk; the speaker gets ``input_level`` only
+    when that changes, with the sentence their page shows."""
+    engine = FakeEngine()
+    with LiveServer(make_settings(tmp_path), engine) as server:
+        await _levels_are_told(server, engine)
+
+
+async def _levels_are_told(server: LiveServer, engine: FakeEngine) -> None:
+    api, meeting_id = meeting(server)
+    ws = await open_ws(server, ticket(api, meeting_id))
+    await start(ws)
+    seen: list[dict[str, Any]] = []
+
+    async def say(sample: int, level: InputLevel | None) -> None:
+        engine.input_level = level
+        await ws.send(chunk(sample))
+        while (message := json.loads(await ws.recv()))["type"] != "partial":
+            seen.append(message)
+
+    quiet = InputLevel("quiet", -52.3, -38.0, 25.7)
+    await say(11, InputLevel("ok", -50.0, -38.0, 24.0))
+    await say(12, quiet)
+    await say(13, quiet)
+    await say(14, InputLevel("loud", -4.0, 0.0, 0.0))
+    await say(15, InputLevel("ok", -20.0, -3.0, 0.0))
+    levels = [m for m in seen if m["type"] == "input_level"]
+    assert [m["state"] for m in levels] == ["quiet", "loud", "ok"]
+    assert levels[0] == {
+        "type": "input_level",
+        "state": "quiet",
+        "speech_dbfs": -52.3,
+        "peak_dbfs": -38.0,
+        "gain_db": 25.7,
+        "message": "Your microphone is very quiet: move closer to it or turn its input level up.",
+    }
+    assert "too loud" in levels[1]["message"] and levels[2]["message"] == ""
+    metrics = httpx.get(f"{server.base_url}/metrics").text
+    assert 'captions_input_level_messages_total{state="quiet"} 1.0' in metrics
+    await ws.close()

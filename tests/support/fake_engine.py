@@ -1,5 +1,7 @@
 """A scripted stand-in for the batched decoder, for testing the web layer's own logic only.
 
+The input level each chunk reports is ``FakeEngine.input_level``, set by the test.
+
 Audio convention (PCM16 chunks): a chunk whose first sample is 0 is silence and ends the utterance; a
 chunk whose first sample is ``VOCAB_SAMPLE`` says the stream's first vocabulary term (only when the
 stream has a vocabulary, like a boosted word); any other chunk says ``word<first sample>``.
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.engine.errors import EngineError
-from backend.engine.types import EngineStats, Final, StepResult, StreamOptions, Word
+from backend.engine.types import EngineStats, Final, InputLevel, StepResult, StreamOptions, Word
 
 VOCAB_SAMPLE = 7
 
@@ -59,7 +61,7 @@ class FakeStream:
             self.decoded_s += self.options.chunk_s
             self.engine.pushed += 1
             if first == 0:
-                return StepResult("", self._commit(), self.decoded_s)
+                return StepResult("", self._commit(), self.decoded_s, self.engine.input_level)
             vocab = self.options.vocabulary
             if first == VOCAB_SAMPLE and isinstance(vocab, FakeHandle) and vocab.terms:
                 if vocab.released:
@@ -69,7 +71,7 @@ class FakeStream:
                 self.words.append(f"word{first}")
             if len(self.words) == 1:
                 self.start_s = begin
-            return StepResult(" ".join(self.words), (), self.decoded_s)
+            return StepResult(" ".join(self.words), (), self.decoded_s, self.engine.input_level)
         finally:
             self.busy = False
 
@@ -109,6 +111,7 @@ class FakeEngine:
     live_handles: set[int] = field(default_factory=set)
     open_streams: set[int] = field(default_factory=set)
     loaded_vocabularies: list[list[str]] = field(default_factory=list)
+    input_level: InputLevel | None = None  # what every chunk's result says of the input level
 
     async def start(self) -> None:
         self.ready = True

@@ -5,6 +5,7 @@ import { prefs } from "./dom.js";
 
 const WORKLET_URL = new URL("./pcm-worklet.js", import.meta.url);
 const DEVICE_PREF = "microphone";
+const AUTO_GAIN_PREF = "autoGain";
 
 /** An error the page shows as is: `kind` is insecure | unsupported | denied | absent | busy | failed. */
 export class CaptureError extends Error {
@@ -64,12 +65,22 @@ export function rememberMicrophone(deviceId) {
 }
 
 /**
+ * A checkbox for the browser's automatic gain (on unless the speaker turned it off; remembered). Off, the
+ * server's own per-stream gain raises quiet speech and its level meter says when the microphone is too quiet.
+ */
+export function bindAutoGain(checkbox) {
+  checkbox.checked = prefs.get(AUTO_GAIN_PREF, "on") !== "off";
+  checkbox.addEventListener("change", () => prefs.set(AUTO_GAIN_PREF, checkbox.checked ? "on" : "off"));
+}
+
+/**
  * A running capture. `onChunk(ArrayBuffer)` receives exactly `chunkSamples` PCM16 LE samples at 16 kHz;
  * `onLevel({rms, peak})` about 20 times a second. Call `stop()` to flush the last (zero-padded) chunk.
  */
 export class MicrophoneCapture {
-  constructor({ chunkSamples, deviceId, onChunk, onLevel }) {
+  constructor({ chunkSamples, deviceId, onChunk, onLevel, autoGain = true }) {
     this.chunkSamples = chunkSamples;
+    this.autoGain = autoGain;
     this.deviceId = deviceId || "";
     this.onChunk = onChunk;
     this.onLevel = onLevel || (() => {});
@@ -85,7 +96,7 @@ export class MicrophoneCapture {
       channelCount: 1,
       echoCancellation: true,
       noiseSuppression: false,
-      autoGainControl: true,
+      autoGainControl: this.autoGain,
     };
     if (this.deviceId) audio.deviceId = { exact: this.deviceId };
     try {
@@ -174,6 +185,18 @@ export function showLevel(bar, rms) {
   const db = 20 * Math.log10(Math.max(rms, 1e-6));
   const level = Math.max(0, Math.min(1, (db + 60) / 60));
   bar.style.transform = `scaleX(${level.toFixed(3)})`;
+}
+
+/**
+ * The server's `input_level` message (its level meter hears the speech it decodes): say on `banner` that
+ * the microphone is very quiet or too loud, and mark the level bar's meter; state "ok" clears both.
+ */
+export function showInputLevel(banner, meter, message) {
+  const text = message.state === "ok" ? "" : message.message || "";
+  if (banner.textContent !== text) banner.textContent = text;
+  banner.hidden = !text;
+  banner.dataset.state = message.state;
+  if (meter) meter.dataset.state = message.state;
 }
 
 /** Fill a <select> with the audio inputs and pre-select the remembered one. */

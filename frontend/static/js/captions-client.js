@@ -5,7 +5,8 @@
 //                    ^   |        |
 //                    |   v        v
 //                  reconnecting <-+        (any) -> failed | ended
-// Events (CustomEvent, payload in `detail`): state, ready, partial, final, lag, configured, notice.
+// Events (CustomEvent, payload in `detail`): state, ready, partial, final, lag, configured, notice,
+// input_level, load.
 
 import { api, ApiError } from "./api.js";
 import { AudioRing } from "./audio-ring.js";
@@ -440,6 +441,9 @@ const HANDLERS = {
   },
   lag(message) {
     this.emit("lag", message);
+  },
+  input_level(message) {
+    this.emit("input_level", message); // the speaker's microphone is very quiet, too loud, or fine again
   },
   load(message) {
     this.emit("load", message); // the replica's degradation ladder (issue 37): what it gives up under load

@@ -3,9 +3,11 @@
 import { api, describeError, me } from "./api.js";
 import {
   MicrophoneCapture,
+  bindAutoGain,
   captureUnavailableReason,
   fillMicrophoneSelect,
   rememberMicrophone,
+  showInputLevel,
   showLevel,
 } from "./audio-capture.js";
 import { CaptionView } from "./caption-view.js";
@@ -153,6 +155,7 @@ function setupCaptions() {
   byId("stop").addEventListener("click", stop);
   byId("retry").addEventListener("click", () => page.client && page.client.retryNow());
   byId("microphone").addEventListener("change", onMicrophoneChange);
+  bindAutoGain(byId("auto-gain"));
   const unavailable = captureUnavailableReason();
   if (unavailable) {
     showError(unavailable.message);
@@ -189,6 +192,7 @@ async function startCapture() {
   const capture = new MicrophoneCapture({
     chunkSamples: chunkSamplesFor(page.meeting.chunk_s),
     deviceId: byId("microphone").value,
+    autoGain: byId("auto-gain").checked,
     onChunk: (buffer) => page.client && page.client.sendAudio(buffer),
     onLevel: ({ rms }) => setLevel(rms),
   });
@@ -216,6 +220,9 @@ async function start() {
     showLoad(event.detail.load);
   });
   client.addEventListener("load", (event) => showLoad(event.detail));
+  client.addEventListener("input_level", (event) =>
+    showInputLevel(byId("mic-banner"), byId("level-bar").parentElement, event.detail),
+  );
   client.addEventListener("partial", (event) => {
     flushNotice();
     page.view.setPartial(event.detail.text, event.detail.utterance);

@@ -6,9 +6,11 @@
 import { api, describeError } from "./api.js";
 import {
   MicrophoneCapture,
+  bindAutoGain,
   captureUnavailableReason,
   fillMicrophoneSelect,
   rememberMicrophone,
+  showInputLevel,
   showLevel,
 } from "./audio-capture.js";
 import { CaptionsClient, chunkSamplesFor } from "./captions-client.js";
@@ -80,6 +82,7 @@ async function main() {
   byId("add-term").addEventListener("submit", addTerm);
   byId("vocabulary").addEventListener("change", () => selectVocabulary(Number(byId("vocabulary").value)));
   byId("microphone").addEventListener("change", () => rememberMicrophone(byId("microphone").value));
+  bindAutoGain(byId("auto-gain"));
   const unavailable = captureUnavailableReason();
   if (unavailable) {
     showError(unavailable.message);
@@ -265,6 +268,7 @@ async function start() {
   const capture = new MicrophoneCapture({
     chunkSamples: chunkSamplesFor(DEFAULT_CHUNK_S),
     deviceId: byId("microphone").value,
+    autoGain: byId("auto-gain").checked,
     onChunk: (buffer) => page.client && page.client.sendAudio(buffer),
     onLevel: ({ rms }) => setLevel(rms),
   });
@@ -313,6 +317,9 @@ async function start() {
     byId("lag").dataset.level = event.detail.lag_s < 1.5 ? "ok" : event.detail.lag_s < 4 ? "warn" : "bad";
   });
   client.addEventListener("notice", (event) => event.detail.error && showError(event.detail.text));
+  client.addEventListener("input_level", (event) =>
+    showInputLevel(byId("mic-banner"), byId("level-bar").parentElement, event.detail),
+  );
   const focusWasHere = [byId("start"), document.body, null].includes(document.activeElement);
   byId("start").hidden = true;
   byId("stop").hidden = false;
