@@ -185,10 +185,8 @@ class DeepgramSession(CaptionSession):
         self._stream = self.svc.engine.open_stream(self._options(self._vocabulary.handle))
 
     async def _send_input_level(self, level: InputLevel) -> None:
-        """Deepgram's protocol has no level message: the level is still judged (and the gain applied),
-        only counted here, never sent to a client that would not know it."""
-        self.input_level = level.state
-        self.svc.metrics.input_level_warnings.labels(state=level.state).inc()
+        """Deepgram's protocol has no level message: the level is still judged, the gain applied and the
+        change counted (``CaptionSession._deliver``), only never sent to a client that would not know it."""
 
     async def _send_partial(self, partial: str) -> None:
         text, _ = self._vocabulary.current.apply(partial.strip())

@@ -227,6 +227,8 @@ class CaptionSession(SessionOpening, SessionReader):
         for final in result.finals:
             await self._commit(final)
         if result.level is not None and result.level.state != self.input_level:
+            self.input_level = result.level.state
+            self.svc.metrics.input_level_warnings.labels(state=result.level.state).inc()
             await self._send_input_level(result.level)
         partial = result.partial
         self._chunks_delivered += 1
@@ -241,9 +243,8 @@ class CaptionSession(SessionOpening, SessionReader):
                 self.svc.metrics.partials_dropped.inc()
 
     async def _send_input_level(self, level: InputLevel) -> None:
-        """Tell the speaker their microphone is too quiet or clipping (or fine again)."""
-        self.input_level = level.state
-        self.svc.metrics.input_level_warnings.labels(state=level.state).inc()
+        """Tell the speaker their microphone is too quiet or clipping (or fine again); a compatible protocol
+        without such a message sends nothing."""
         await self._send(
             {
                 "type": "input_level",

@@ -40,6 +40,11 @@ def test_admin_adds_a_member_deletes_the_meeting_and_sees_it_in_the_audit(
     assert "member_added" in text and f"meeting {meeting['id']}" in text
 
 
+def open_transcript(page: Any, server: Any, meeting_id: int, username: str) -> None:
+    path = f"/transcripts?id={meeting_id}"
+    log_in(page, server.base_url, path, username=username, password="long enough pw")
+
+
 def test_the_organiser_manages_members_reads_the_record_and_deletes_on_the_transcript_page(
     page: Any, browser: Any, server: Any, rest: Any
 ) -> None:
@@ -50,13 +55,7 @@ def test_the_organiser_manages_members_reads_the_record_and_deletes_on_the_trans
     meeting = organiser.post("/api/meetings", json={"title": "Case conference"}).json()["meeting"]
     assert nurse.get(f"/api/meetings/{meeting['id']}/transcript").status_code == 404  # private by default
 
-    log_in(
-        page,
-        server.base_url,
-        f"/transcripts?id={meeting['id']}",
-        username="organiser",
-        password="long enough pw",
-    )
+    open_transcript(page, server, meeting["id"], "organiser")
     page.wait_for_selector("#privacy", state="visible")
     page.fill("#member-name", "nurse")
     page.get_by_role("button", name="Add member").click()
@@ -79,13 +78,7 @@ def test_the_organiser_manages_members_reads_the_record_and_deletes_on_the_trans
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     try:
         member_page = context.new_page()
-        log_in(
-            member_page,
-            server.base_url,
-            f"/transcripts?id={meeting['id']}",
-            username="nurse",
-            password="long enough pw",
-        )
+        open_transcript(member_page, server, meeting["id"], "nurse")
         member_page.wait_for_selector("#transcript", state="visible")
         assert member_page.is_hidden("#privacy")  # a member reads; only the organiser or an admin manages
     finally:
