@@ -107,6 +107,7 @@ def served_engine_config(args: argparse.Namespace) -> EngineConfig:
         "final_pass_beam_size": getattr(args, "final_pass_beam", None),
         "biasing_evidence_margin": getattr(args, "evidence_margin", None),
         "final_pass_term_deficit": getattr(args, "term_deficit", None),
+        "final_pass_arbitration": getattr(args, "arbitration", None),
     }
     overrides = {name: value for name, value in flags.items() if value is not None}
     if args.lm is not None:
@@ -122,7 +123,8 @@ def describe(base: EngineConfig, args: argparse.Namespace) -> str:
         f"settings: beam {base.beam_size}, LM {base.lm_path or 'none'} (weight {base.lm_alpha:g}, "
         f"token bonus {base.lm_token_bonus:g}), biasing alpha {alpha}, tau {tau}, "
         f"context {base.left_context_s:g} s + {base.right_context_s:g} s, threads {base.torch_threads}, "
-        f"second pass {base.final_pass} (beam {base.final_pass_beam_size}, alpha {base.final_pass_alpha:g})"
+        f"second pass {base.final_pass} (beam {base.final_pass_beam_size}, alpha {base.final_pass_alpha:g}, "
+        f"arbitration {base.final_pass_arbitration})"
     )
 
 
@@ -178,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         "final_pass": base.final_pass,
         "final_pass_alpha": base.final_pass_alpha,
         "final_pass_beam_size": base.final_pass_beam_size,
+        "final_pass_arbitration": base.final_pass_arbitration,
         "wall_s": time.monotonic() - started,
         "argv": sys.argv[1:],
         "model_sha256": hashlib.sha256(args.model.read_bytes()).hexdigest(),
@@ -305,6 +308,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--final-pass-alpha", type=float, default=None, help="vocabulary weight, second pass")
     r.add_argument("--final-pass-beam", type=int, default=None, help="beams of the second pass")
+    r.add_argument(
+        "--arbitration",
+        choices=("agreement", "confidence", "scored"),
+        default=None,
+        help="second pass: which reading stands where the two passes disagree (service's)",
+    )
     r.add_argument(
         "--term-deficit",
         type=float,

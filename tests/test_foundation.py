@@ -30,7 +30,12 @@ def test_settings_read_prefixed_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("CAPTIONS_PORT", "0"), ("CAPTIONS_ALLOWED_CHUNK_S", "[0.5]"), ("CAPTIONS_LOG_LEVEL", "loud")],
+    [
+        ("CAPTIONS_PORT", "0"),
+        ("CAPTIONS_ALLOWED_CHUNK_S", "[0.5]"),
+        ("CAPTIONS_LOG_LEVEL", "loud"),
+        ("CAPTIONS_FINAL_PASS_ARBITRATION", "vote"),
+    ],
 )
 def test_invalid_settings_are_rejected_at_start(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str
@@ -110,7 +115,10 @@ def test_migration_0008_clamps_stored_weights_to_the_boost_levels(database_url: 
             "INSERT INTO terms (vocabulary_id, text, normalized, weight, alternates, created_at, updated_at) "
             f"VALUES ({vocab}, '{text}', '{text}', {weight}, '[]', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
             for vocab, text, weight in (
-                (1, "halvorsen", 10), (1, "quiet", 0.1), (1, "kept", 1.5), (2, "x", 2)
+                (1, "halvorsen", 10),
+                (1, "quiet", 0.1),
+                (1, "kept", 1.5),
+                (2, "x", 2),
             )  # fmt: skip
         ),
     ]
@@ -238,10 +246,16 @@ def test_engine_config_is_what_the_settings_say() -> None:
     from backend.config import engine_config
 
     settings = Settings(
-        beam_size=4, biasing_alpha=2.0, engine_left_context_s=1.12, biasing_graph_mode="char", lm="none"
+        beam_size=4,
+        biasing_alpha=2.0,
+        engine_left_context_s=1.12,
+        biasing_graph_mode="char",
+        lm="none",
+        final_pass_arbitration="agreement",
     )
     config = engine_config(settings)
     assert (config.beam_size, config.biasing_alpha, config.left_context_s) == (4, 2.0, 1.12)
+    assert config.final_pass_arbitration == "agreement"
     assert config.biasing_graph_mode == "char" and config.lm_path is None
     assert config.vocabulary_cache_dir == str(settings.cache_dir)
     assert engine_config(settings, beam_size=2).beam_size == 2

@@ -232,6 +232,7 @@ def final_pass_config(config: EngineConfig) -> FinalPassConfig:
         biasing_alpha=config.final_pass_alpha,
         max_term_deficit=config.final_pass_term_deficit,
         evidence_margin=config.biasing_evidence_margin,
+        arbitration=config.final_pass_arbitration,
     )
 
 

@@ -10,10 +10,16 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from backend.engine.types import Final, Word
+from backend.engine.types import FINAL_PASS_ARBITRATIONS, Final, Word
 from captions_model.words import edit_distance
 
 _WORD = re.compile(r"[a-z0-9']+")
+
+ARBITRATIONS = FINAL_PASS_ARBITRATIONS
+"""How a second-pass reading that disagrees with the first pass's is judged (``FinalPassConfig.arbitration``):
+``agreement`` keeps the first pass's text; ``confidence`` takes Whisper's where Whisper is confident of it
+(average log-probability per token >= ``confident_logprob``); ``scored`` takes Whisper's where Whisper,
+scoring both texts on the audio, prefers its own by at least ``score_margin`` nats per token."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,20 @@ class FinalPassConfig:
     int8_decoder: bool = True
     max_term_deficit: float | None = None  # None: terms are not checked against an unboosted decode
     evidence_margin: float | None = None  # boost only tokens this close to Whisper's best (None: all)
+    arbitration: str = "scored"  # one of ARBITRATIONS
+    confident_logprob: float = -0.5
+    score_margin: float = 0.5
+    skip_margin: float = 1.0  # "scored": Whisper's reading with words skipped needs this much more
+
+
+@dataclass(frozen=True)
+class Readings:
+    """Both readings of one final scored by Whisper on its audio: the teacher-forced average log-probability
+    per token (end-of-text included) of the first pass's text and of the second pass's, both written in the
+    first pass's style (``spoken_text``)."""
+
+    first_logprob: float
+    second_logprob: float
 
 
 @dataclass(frozen=True)
@@ -94,9 +114,12 @@ def judge(
     duration_s: float,
     token_cap: int,
     vocabulary: FinalVocabulary | None = None,
+    readings: Readings | None = None,
 ) -> Refinement:
     """Apply the guards to one second-pass hypothesis (``tokens``, ``text``, ``avg_logprob``,
-    ``no_speech_prob``): the final to commit, or None to drop it, and why."""
+    ``no_speech_prob``): the final to commit, or None to drop it, and why. ``readings``: both texts scored by
+    Whisper, which the ``scored`` arbitration needs where they disagree (without them it keeps the first
+    pass's text)."""
     text = spoken_text(hyp.text)
     unsure = hyp.avg_logprob < config.min_avg_logprob
     if lone_junk_word(final.text, vocabulary) and (
@@ -127,8 +150,11 @@ def judge(
     if disagreement(final.text, text) > config.max_disagreement:
         if hyp.no_speech_prob >= config.no_speech_prob:  # the streaming pass's word in a pause ("The")
             return Refinement(None, "no_speech", text)
-        return Refinement(final, "disagrees", text)
-    if skipped_words(final.text, text) >= config.max_skipped_words:  # e.g. a sentence of a long window
+        if not second_wins(config, hyp, readings):
+            return Refinement(final, "disagrees", text)
+    if skipped_words(final.text, text) >= config.max_skipped_words and not (  # e.g. a sentence of a long
+        readings is not None and readings.second_logprob >= readings.first_logprob + config.skip_margin
+    ):  # window, unless Whisper finds the first pass's words there far less likely than its own reading
         return Refinement(final, "dropped_words", text)
     if vocabulary is not None:
         found = set(vocabulary.finder.find(final.text))
@@ -138,6 +164,30 @@ def judge(
                 return Refinement(final, "term_lost", text)
             return Refinement(with_text(final, text), "second_terms_kept", text)
     return Refinement(with_text(final, text), "second", text)
+
+
+def second_wins(config: FinalPassConfig, hyp: Any, readings: Readings | None) -> bool:
+    """Whether a second-pass reading that disagrees with the first pass's (and passed every guard against
+    Whisper's failures before) replaces it, by ``config.arbitration`` (``ARBITRATIONS``)."""
+    if config.arbitration == "confidence":
+        return bool(hyp.avg_logprob >= config.confident_logprob)
+    if config.arbitration == "scored":
+        return (
+            readings is not None and readings.second_logprob >= readings.first_logprob + config.score_margin
+        )
+    return False
+
+
+def needs_readings(config: FinalPassConfig, final: Final, hyp: Any) -> bool:
+    """Whether ``judge`` may use both readings scored (the ``scored`` arbitration, where they disagree or
+    Whisper's reading has nothing for a run of the first pass's words)."""
+    if config.arbitration != "scored":
+        return False
+    text = spoken_text(hyp.text)
+    return (
+        disagreement(final.text, text) > config.max_disagreement
+        or skipped_words(final.text, text) >= config.max_skipped_words
+    )
 
 
 def strip_repeat(text: str, min_words: int = 3) -> str:

@@ -15,7 +15,11 @@ Guards (each a measured rule; ``FinalPassConfig``): the second pass's text repla
 - Whisper is not unsure (average log-probability per token >= ``min_avg_logprob``);
 - it did not run into the token limit the audio allows, and does not repeat itself (a word n-gram repeated
   back to back, or text that compresses too well);
-- it agrees with the first pass enough (their word error rate, lower-cased, <= ``max_disagreement``);
+- where it disagrees with the first pass (their word error rate, lower-cased, > ``max_disagreement``), the
+  evidence favours it (``arbitration``, by default ``scored``: Whisper scores both texts on the audio,
+  teacher-forced, and prefers its own by ``score_margin`` nats per token; ``agreement`` keeps the first pass's
+  text); where it has nothing for a run of ``max_skipped_words`` of the first pass's words, ``scored`` keeps
+  it only where Whisper finds those words ``skip_margin`` nats per token less likely than its own reading;
 - no vocabulary term the first pass found is lost (where the second pass lost one, the first pass's words
   around it are put back: ``splice_terms``).
 Otherwise the first pass's final stands (``source="first"``). Then every vocabulary term in the text to
@@ -47,10 +51,12 @@ from backend.engine.final_guards import (
     UNCHECKED,
     FinalPassConfig,
     FinalVocabulary,
+    Readings,
     Refinement,
     capitalized,
     judge,
     max_tokens_for,
+    needs_readings,
     spoken_text,
     with_text,
 )
@@ -263,22 +269,56 @@ class FinalPass:
             evidence_margin=config.evidence_margin,
         )
         plains = dict(zip(checked, hyps[len(batch) :], strict=True))
+        boosted = dict(enumerate(hyps[: len(batch)]))
+        readings = self._read_both([jobs[i][0] for i in batch], [boosted, plains], (encoded, lengths))
         refined: dict[int, Refinement] = {}
         for row, (i, hyp, duration, token_cap) in enumerate(
             zip(batch, hyps[: len(batch)], durations, max_tokens, strict=True)
         ):
-            refined[row] = judge(config, jobs[i][0], hyp, duration, token_cap, vocabularies[row])
+            final, vocabulary = jobs[i][0], vocabularies[row]
+            refined[row] = judge(config, final, hyp, duration, token_cap, vocabulary, readings.get((0, row)))
             plain = plains.get(row)
             if plain is not None and refined[row].reason not in SETTLED:
                 # the boosted reading failed a guard: the vocabulary may have pulled Whisper off (an unsure
                 # or looping hypothesis, or one too unsure to count as speech); read it without
-                fallback = judge(config, jobs[i][0], plain, duration, token_cap, vocabularies[row])
+                fallback = judge(
+                    config, final, plain, duration, token_cap, vocabulary, readings.get((1, row))
+                )
                 if fallback.reason in ACCEPTED:
                     refined[row] = replace(fallback, reason=f"plain_{fallback.reason}")
         self._check_terms(refined, plains, vocabularies, (encoded, lengths))
         for row, i in enumerate(batch):
             out[i] = refined[row]
         return out
+
+    def _read_both(
+        self,
+        finals: list[Final],
+        readings: list[dict[int, Any]],
+        audio: tuple[torch.Tensor, torch.Tensor],
+    ) -> dict[tuple[int, int], Readings]:
+        """Both texts of each final (row) and each of its second-pass readings (``readings[k][row]``) that
+        ``judge`` arbitrates by score (``needs_readings``), scored by Whisper on the row's audio in one
+        batched teacher-forced call; keyed by (k, row)."""
+        wanted = [
+            (k, row, hyp)
+            for k, hyps in enumerate(readings)
+            for row, hyp in hyps.items()
+            if needs_readings(self.config, finals[row], hyp)
+        ]
+        if not wanted:
+            return {}
+        ids = [
+            [self.adapter.ids(finals[row].text), self.adapter.ids(spoken_text(hyp.text))]
+            for _, row, hyp in wanted
+        ]
+        encoded, lengths = audio
+        index = torch.tensor([row for _, row, _ in wanted], dtype=torch.long)
+        totals = self.model.score(encoded.index_select(0, index), lengths.index_select(0, index), ids)
+        return {
+            (k, row): Readings(first / (len(first_ids) + 1), second / (len(second_ids) + 1))
+            for (k, row, _), (first_ids, second_ids), (first, second) in zip(wanted, ids, totals, strict=True)
+        }
 
     def _check_terms(
         self,

@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 
 SAMPLE_RATE_HZ = 16000
 FINAL_PASS_MODES = ("off", "decode")
+FINAL_PASS_ARBITRATIONS = (
+    "agreement",
+    "confidence",
+    "scored",
+)  # ``backend.engine.final_guards.ARBITRATIONS``
 ENCODER_FRAME_S = 0.08
 
 
@@ -90,6 +95,9 @@ class EngineConfig:
     bundled one), ``final_pass_beam_size`` beams and biasing weight ``final_pass_alpha``; a term stays in a
     final only where Whisper scores it at most ``final_pass_term_deficit`` nats below what it reads there
     without the vocabulary (``backend.engine.term_check``; None: terms are not checked).
+    ``final_pass_arbitration``: where Whisper's reading disagrees with the first pass's, which one is kept
+    (``backend.engine.final_guards.ARBITRATIONS``: ``agreement`` keeps the first pass's; ``confidence`` and
+    ``scored`` take Whisper's where its scores say the audio supports it).
     ``biasing_evidence_margin``: in beam search, a vocabulary boost is added to a label only where the model
     itself (before any fusion) scores that label within this many nats of its best label other than blank:
     a term is boosted where the audio makes it plausible, never pulled in against it (None: every label).
@@ -133,6 +141,7 @@ class EngineConfig:
     int8_encoder: bool = False
     biasing_evidence_margin: float | None = None
     final_pass_term_deficit: float | None = None
+    final_pass_arbitration: str = "scored"
 
     def __post_init__(self) -> None:
         if self.torch_threads < 1:
@@ -180,6 +189,9 @@ class EngineConfig:
             raise ValueError("final_pass_alpha must be >= 0")
         if self.final_pass_term_deficit is not None and not self.final_pass_term_deficit >= 0:
             raise ValueError("final_pass_term_deficit must be >= 0 (or None)")
+        if self.final_pass_arbitration not in FINAL_PASS_ARBITRATIONS:
+            choices, got = FINAL_PASS_ARBITRATIONS, self.final_pass_arbitration
+            raise ValueError(f"final_pass_arbitration must be one of {choices}, got {got!r}")
         if self.biasing_evidence_margin is not None and not self.biasing_evidence_margin >= 0:
             raise ValueError("biasing_evidence_margin must be >= 0 (or None)")
 

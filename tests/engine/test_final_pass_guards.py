@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+
 from backend.engine.final_guards import (
     FinalPassConfig,
     FinalVocabulary,
+    Readings,
     collapse_stutter,
     compression_ratio,
     disagreement,
     judge,
     max_tokens_for,
+    needs_readings,
     repeats,
     strip_repeat,
     with_text,
@@ -332,3 +336,93 @@ def test_the_models_one_frame_loop_is_cut_and_words_said_at_a_pace_are_kept() ->
     assert collapse_stutter(said) == said  # a person saying it: each word longer than a frame
     two = _timed(("very", 0.5, 0.58), ("very", 0.58, 0.66), ("good", 0.7, 1.0))
     assert collapse_stutter(two) == two  # two alone may be speech
+
+
+REVERB_FIRST = "Ever knew a group is a person, this border."  # the first pass in a reverberant room
+WHISPER_READS = "Revenue grew twelve percent this quarter."
+
+
+def test_by_agreement_a_reading_that_disagrees_keeps_the_first_pass_text_however_confident() -> None:
+    config = FinalPassConfig(model="unused", arbitration="agreement")
+    final = first(REVERB_FIRST)
+    assert disagreement(final.text, WHISPER_READS) > config.max_disagreement
+    assert judge(config, final, Hyp(WHISPER_READS, avg_logprob=-0.1), 3, 40).reason == "disagrees"
+
+
+def test_by_confidence_a_confident_reading_that_disagrees_replaces_the_first_pass_text() -> None:
+    config = FinalPassConfig(model="unused", arbitration="confidence", confident_logprob=-0.5)
+    final = first(REVERB_FIRST)
+    confident = judge(config, final, Hyp(WHISPER_READS, avg_logprob=-0.5), 3, 40)
+    assert confident.reason == "second"
+    assert confident.final is not None and confident.final.text == WHISPER_READS
+    assert judge(config, final, Hyp(WHISPER_READS, avg_logprob=-0.51), 3, 40).reason == "disagrees"
+
+
+def test_by_confidence_whispers_known_failures_still_keep_or_drop_the_final() -> None:
+    config = FinalPassConfig(model="unused", arbitration="confidence", confident_logprob=-0.5)
+    final = first(REVERB_FIRST)
+    loop = Hyp("Revenue grew and grew and grew and grew.", avg_logprob=-0.1)
+    assert judge(config, final, loop, 3, 40).reason == "repeats"
+    hallucinated = Hyp("Thank you for watching.", avg_logprob=-0.1, no_speech_prob=0.7)  # in a pause
+    assert judge(config, final, hallucinated, 3, 40).final is None
+    capped = Hyp(WHISPER_READS, avg_logprob=-0.1, tokens=list(range(40)))
+    assert judge(config, final, capped, 3, 40).reason == "token_limit"
+    assert judge(config, final, Hyp(WHISPER_READS, avg_logprob=-2.1), 3, 40).reason == "unsure"
+    long_final = first(
+        "The weather is quite nice today. Please send the report before Friday. We will review it."
+    )
+    skipped = Hyp("The weather is quite nice. We will review it.", avg_logprob=-0.1)
+    assert judge(config, long_final, skipped, 8, 80).reason == "dropped_words"
+
+
+def test_by_score_the_reading_whisper_prefers_on_the_audio_is_kept() -> None:
+    config = FinalPassConfig(model="unused", arbitration="scored", score_margin=0.2)
+    final = first(REVERB_FIRST)
+    hyp = Hyp(WHISPER_READS, avg_logprob=-0.9)
+    assert needs_readings(config, final, hyp)
+    assert not needs_readings(FinalPassConfig(model="unused", arbitration="agreement"), final, hyp)
+    assert not needs_readings(config, final, Hyp(REVERB_FIRST.replace("border", "boarder")))
+    won = judge(config, final, hyp, 3, 40, readings=Readings(first_logprob=-1.4, second_logprob=-1.2))
+    assert won.reason == "second" and won.final is not None and won.final.text == WHISPER_READS
+    lost = judge(config, final, hyp, 3, 40, readings=Readings(first_logprob=-1.4, second_logprob=-1.21))
+    assert lost.reason == "disagrees"
+    assert judge(config, final, hyp, 3, 40).reason == "disagrees"  # not scored: no evidence for Whisper
+    loop = Hyp("Revenue grew and grew and grew and grew.")
+    assert judge(config, final, loop, 3, 40, readings=Readings(-3.0, -0.1)).reason == "repeats"
+
+
+def test_by_score_the_second_pass_scores_both_texts_where_they_disagree() -> None:
+    final = first(REVERB_FIRST)
+    whisper = _Whisper(
+        boosted=[Hyp(WHISPER_READS, avg_logprob=-0.9)],
+        plain=[],
+        logprob={REVERB_FIRST: -3.0, WHISPER_READS: -1.0},  # per text: one token and end-of-text here
+    )
+    second, audio = _second_pass(whisper)
+    second.config = FinalPassConfig(model="unused", arbitration="scored")
+    (refined,) = second.refine_many([(final, audio, None)])
+    assert refined.reason == "second" and refined.final is not None and refined.final.text == WHISPER_READS
+    whisper.logprob[REVERB_FIRST] = -0.5  # Whisper itself finds the first pass's text likelier
+    (refined,) = second.refine_many([(final, audio, None)])
+    assert refined.reason == "disagrees" and refined.final == final
+
+
+def test_an_unknown_arbitration_is_rejected() -> None:
+    from backend.engine.types import EngineConfig
+
+    with pytest.raises(ValueError, match="final_pass_arbitration must be one of"):
+        EngineConfig(model="unused", final_pass_arbitration="vote")
+
+
+def test_by_score_words_skipped_stand_only_where_whisper_finds_them_far_less_likely() -> None:
+    """Babble: the first pass's long final is mostly noise words, which Whisper's reading has nothing for; a
+    sentence Whisper skipped in clean speech scores close to its own reading."""
+    config = FinalPassConfig(model="unused", arbitration="scored", skip_margin=1.0)
+    said = "The weather is quite nice today. Please send the report before Friday. We will review it again."
+    final = first(said)
+    skipped = Hyp("The weather is quite nice today. We will review it again.")
+    assert needs_readings(config, final, skipped)
+    kept = judge(config, final, skipped, 8, 80, readings=Readings(first_logprob=-0.6, second_logprob=-0.3))
+    assert kept.reason == "dropped_words" and kept.final == final
+    noise = judge(config, final, skipped, 8, 80, readings=Readings(first_logprob=-4.0, second_logprob=-0.3))
+    assert noise.reason == "second"
