@@ -188,6 +188,14 @@ class DeepgramSession(CaptionSession):
         """Deepgram's protocol has no level message: the level is still judged, the gain applied and the
         change counted (``CaptionSession._deliver``), only never sent to a client that would not know it."""
 
+    async def _send_load(self, load: dict[str, Any]) -> None:
+        """Nor a load message: a Deepgram SDK cannot parse one (it hands its caller ``None``). The ladder
+        still acts on this stream (the second pass off, shedding ends it with ``busy``)."""
+
+    async def _send_reconnect(self, reason: str) -> None:
+        """Nor ``reconnect``: a draining replica flushes this stream's finals, sends Metadata and closes
+        with 1012 (service restart), which Deepgram's clients already treat as "connect again"."""
+
     async def _send_partial(self, partial: str) -> None:
         text, _ = self._vocabulary.current.apply(partial.strip())
         start_s = self._utterance_start_s()

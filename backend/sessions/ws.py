@@ -95,7 +95,7 @@ class CaptionSession(SessionOpening, SessionReader):
         """Tell the client the replica's load (a ``load`` message), without waiting for the decoder."""
         if self.state is not SessionState.STREAMING:
             return
-        task = asyncio.create_task(self._send({"type": "load", **load}))
+        task = asyncio.create_task(self._send_load(load))
         self._tells.add(task)
         task.add_done_callback(self._tells.discard)
 
@@ -210,7 +210,7 @@ class CaptionSession(SessionOpening, SessionReader):
                     code, reason = self._end_request
                     if code == 1012:
                         self._to(SessionState.DRAINING)
-                        await self._send({"type": "reconnect", "reason": reason})
+                        await self._send_reconnect(reason)
                     await self._finish_and_close(code, reason, self._end_error)
                     return
         except PersistFailed as exc:
@@ -241,6 +241,13 @@ class CaptionSession(SessionOpening, SessionReader):
                 await self._send_partial(partial)
             else:
                 self.svc.metrics.partials_dropped.inc()
+
+    async def _send_load(self, load: dict[str, Any]) -> None:
+        await self._send({"type": "load", **load})
+
+    async def _send_reconnect(self, reason: str) -> None:
+        """The replica drains: the client is told to resume elsewhere before the close (1012)."""
+        await self._send({"type": "reconnect", "reason": reason})
 
     async def _send_input_level(self, level: InputLevel) -> None:
         """Tell the speaker their microphone is too quiet or clipping (or fine again); a compatible protocol

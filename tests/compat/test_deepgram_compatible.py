@@ -4,6 +4,7 @@ server with the bundled model."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
@@ -113,6 +114,27 @@ async def test_finalize_flushes_what_was_sent_and_the_stream_goes_on(
     flushed = [m for m in messages if m.type == "Results" and m.from_finalize]
     assert flushed and all(m.is_final and not m.speech_final for m in flushed)
     assert finals_text(messages).count("report") == 2, finals_text(messages)  # both sentences captioned
+
+
+async def test_a_load_change_or_a_drain_sends_a_deepgram_client_nothing_it_cannot_parse(
+    real_server: LiveServer, api_token: str, speech: np.ndarray
+) -> None:
+    """The degradation ladder tells every live session the replica's load; a Deepgram client hears only
+    Deepgram's message types (an SDK hands its caller ``None`` for anything else)."""
+    url = real_server.base_url.replace("http", "ws") + "/v1/listen?encoding=linear16&sample_rate=16000"
+    busy = {"rung": 2, "state": "fewer_partials", "message": "the server is busy"}
+    async with connect(url, additional_headers={"Authorization": f"Token {api_token}"}) as ws:
+        data = pcm(speech)
+        for n, start in enumerate(range(0, len(data), FRAME_BYTES)):
+            await ws.send(data[start : start + FRAME_BYTES])
+            if n == 10:
+                for session in list(real_server.services.hub.sessions.values()):
+                    real_server.call_soon(functools.partial(session.tell_load, busy))
+            await asyncio.sleep(0.1 / 1.4)
+        await ws.send(json.dumps({"type": "CloseStream"}))
+        kinds = [json.loads(m)["type"] async for m in ws]
+    assert set(kinds) <= {"Results", "Metadata", "SpeechStarted", "UtteranceEnd"}, kinds
+    assert "Results" in kinds and kinds[-1] == "Metadata"
 
 
 async def test_a_browser_authenticates_with_the_token_subprotocol(

@@ -79,7 +79,15 @@ class LiveServer:
         self.origin = f"http://127.0.0.1:{settings.port}"
 
     def _run(self) -> None:
-        asyncio.run(self.server.serve())
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.server.serve()
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` on the server's event loop, as the server itself would (a load change)."""
+        self.loop.call_soon_threadsafe(callback)
 
     def start(self, timeout_s: float = 120.0) -> LiveServer:
         self.thread.start()
