@@ -100,11 +100,21 @@ def lone_junk_word(text: str, vocabulary: FinalVocabulary | None = None) -> bool
     return not (vocabulary is not None and vocabulary.finder.find(text))
 
 
-def spoken_text(text: str) -> str:
-    """A Whisper hypothesis in the first pass's style, as the guards compare it."""
+def spoken_text(text: str, heard: str | None = None) -> str:
+    """A Whisper hypothesis in the first pass's style, as the guards compare it: without a trailing copy of
+    its own beginning (``strip_repeat``) unless the first pass's text (``heard``) has that copy too, i.e. the
+    speaker did say it twice (then cutting it would drop words that were said)."""
     from captions_model.spoken_form import to_spoken_form
 
-    return capitalized(strip_repeat(to_spoken_form(text).strip()))
+    spoken = to_spoken_form(text).strip()
+    stripped = strip_repeat(spoken)
+    if (
+        heard is not None
+        and stripped != spoken
+        and disagreement(heard, spoken) < disagreement(heard, stripped)
+    ):
+        stripped = spoken
+    return capitalized(stripped)
 
 
 def judge(
@@ -120,7 +130,7 @@ def judge(
     ``no_speech_prob``): the final to commit, or None to drop it, and why. ``readings``: both texts scored by
     Whisper, which the ``scored`` arbitration needs where they disagree (without them it keeps the first
     pass's text)."""
-    text = spoken_text(hyp.text)
+    text = spoken_text(hyp.text, final.text)
     unsure = hyp.avg_logprob < config.min_avg_logprob
     if lone_junk_word(final.text, vocabulary) and (
         not text or unsure or hyp.no_speech_prob >= config.no_speech_prob or lone_junk_word(text, vocabulary)
@@ -183,7 +193,7 @@ def needs_readings(config: FinalPassConfig, final: Final, hyp: Any) -> bool:
     Whisper's reading has nothing for a run of the first pass's words)."""
     if config.arbitration != "scored":
         return False
-    text = spoken_text(hyp.text)
+    text = spoken_text(hyp.text, final.text)
     return (
         disagreement(final.text, text) > config.max_disagreement
         or skipped_words(final.text, text) >= config.max_skipped_words

@@ -309,7 +309,7 @@ class FinalPass:
         if not wanted:
             return {}
         ids = [
-            [self.adapter.ids(finals[row].text), self.adapter.ids(spoken_text(hyp.text))]
+            [self.adapter.ids(finals[row].text), self.adapter.ids(spoken_text(hyp.text, finals[row].text))]
             for _, row, hyp in wanted
         ]
         encoded, lengths = audio
@@ -334,7 +334,9 @@ class FinalPass:
             refinement, vocabulary = refined[row], vocabularies[row]
             if refinement.final is None or refinement.reason in UNCHECKED or vocabulary is None:
                 continue
-            texts, checks = candidates(refinement.final.text, spoken_text(plain.text), vocabulary.finder)
+            texts, checks = candidates(
+                refinement.final.text, spoken_text(plain.text, refinement.final.text), vocabulary.finder
+            )
             if checks:
                 jobs.append((row, texts, checks))
         if not jobs:

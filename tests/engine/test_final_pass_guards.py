@@ -20,6 +20,7 @@ from backend.engine.final_guards import (
     max_tokens_for,
     needs_readings,
     repeats,
+    spoken_text,
     strip_repeat,
     with_text,
 )
@@ -199,6 +200,16 @@ def test_a_transcript_said_twice_keeps_its_first_copy() -> None:
     assert strip_repeat("It was the best of times, it was the worst of times.") == (
         "It was the best of times, it was the worst of times."
     )
+
+
+def test_a_repeat_the_first_pass_heard_too_is_speech_and_is_never_cut_off() -> None:
+    once = "Please send the report before Friday. We will review the budget."
+    said_twice = first(f"{once} Please send the report before Fright. We will review the budget.", 0.0, 8.0)
+    result = judge(CONFIG, said_twice, Hyp(f"{once} {once}"), 8.0, 120)
+    assert result.final is not None and result.final.text == f"{once} {once}"  # not cut to its first copy
+    assert spoken_text(f"{once} {once}", said_twice.text) == f"{once} {once}"
+    assert spoken_text(f"{once} {once}", once) == once  # Whisper's loop, which the first pass did not hear
+    assert spoken_text(f"{once} {once}") == once
 
 
 def test_a_window_too_short_to_read_is_never_rewritten_only_dropped_as_no_speech() -> None:
