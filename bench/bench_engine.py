@@ -33,6 +33,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -65,6 +66,7 @@ class Row:
     final_pass: str = "off"
     finals: int = 0
     cpu_ms_per_audio_s: float | None = None  # decode-thread CPU time of the first pass per audio second
+    process_cpu_ms_per_audio_s: float | None = None  # the whole process (both passes, every thread)
 
     @property
     def biased(self) -> bool:
@@ -116,6 +118,40 @@ def speech(seed: int, seconds: float) -> np.ndarray:
             total += len(audio)
             index += 1
     return np.concatenate(pieces)[: round(seconds * 16000)].astype(np.float32)
+
+
+def recordings(manifest: Path) -> Callable[[int, float], np.ndarray]:
+    """A source of ``seconds`` of a manifest's recordings, one after another, starting at the ``seed``-th."""
+    import soundfile as sf
+
+    rows = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
+    waves = []
+    for row in rows:
+        path = Path(row["audio_filepath"])
+        audio, rate = sf.read(path if path.is_absolute() else manifest.parent / path, dtype="float32")
+        if rate != 16000 or audio.ndim != 1:
+            raise ValueError(f"{path}: 16 kHz mono expected, got {rate} Hz, shape {audio.shape}")
+        waves.append(np.concatenate([audio, np.zeros(16000, dtype=np.float32)]))  # a pause ends each
+
+    def source(seed: int, seconds: float) -> np.ndarray:
+        pieces, total, index = [], 0, seed
+        while total < seconds * 16000:
+            pieces.append(waves[index % len(waves)])
+            total += len(pieces[-1])
+            index += 1
+        return np.concatenate(pieces)[: round(seconds * 16000)]
+
+    return source
+
+
+def audio_source(name: str) -> Callable[[int, float], np.ndarray]:
+    if name == "speech":
+        return speech
+    if name == "babble":
+        return babble
+    if name.startswith("manifest:"):
+        return recordings(Path(name.removeprefix("manifest:")))
+    raise ValueError(f"--audio: babble, speech or manifest:PATH, got {name!r}")
 
 
 def random_terms(count: int, seed: int) -> list[str]:
@@ -209,10 +245,12 @@ async def run_config(
         base = torch.cuda.memory_allocated()
     cost = engine._loaded_decoder().decoding_cost
     before = cost.totals()[decoding]
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     done = await asyncio.gather(*(one(i) for i in range(streams)))
     _synchronize(device)
     wall_s = time.perf_counter() - started
+    audio_s = float(sum(d for d, _, _ in done))
+    process_ms = 1000.0 * (time.process_time() - cpu_started) / max(audio_s, 1e-9)
     after = cost.totals()[decoding]
     cpu_ms = 1000.0 * (after[1] - before[1]) / max(after[2] - before[2], 1e-9)
     per_stream_mb = (torch.cuda.max_memory_allocated() - base) / 2**20 / streams if cuda else None
@@ -221,15 +259,23 @@ async def run_config(
         chunk_s,
         decoding,
         bias,
-        float(sum(d for d, _, _ in done)),
+        audio_s,
         wall_s,
         sum(w for _, w, _ in done),
         per_stream_mb,
         cuda_graphs,
-        engine.config.final_pass,
+        pass_label(engine.config),
         sum(f for _, _, f in done),
         cpu_ms,
+        process_ms,
     )
+
+
+def pass_label(config: EngineConfig) -> str:
+    """``off``, or ``decode/<arbitration>`` (``EngineConfig.final_pass_arbitration``)."""
+    if config.final_pass == "off":
+        return "off"
+    return f"{config.final_pass}/{config.final_pass_arbitration}"
 
 
 def print_final_pass_table(rows: list[Row]) -> None:
@@ -240,18 +286,19 @@ def print_final_pass_table(rows: list[Row]) -> None:
         return
     print()
     print(
-        "| streams | chunk s | decoding | bias | finals | RTFx, 2nd pass off | RTFx, on | on/off | "
-        "2nd pass ms per audio s |"
+        "| streams | chunk s | decoding | bias | 2nd pass | finals | RTFx, 2nd pass off | RTFx, on "
+        "| on/off | 2nd pass ms per audio s | process CPU ms per audio s, off / on |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for row in sorted(on, key=lambda r: (r.streams, r.chunk_s, r.decoding, r.bias)):
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in sorted(on, key=lambda r: (r.streams, r.chunk_s, r.decoding, r.bias, r.final_pass)):
         base = off.get((row.streams, row.chunk_s, row.decoding, row.bias))
         if base is None:
             continue
         cost_ms = 1000.0 * (row.wall_s - base.wall_s * row.audio_s / base.audio_s) / row.audio_s
         print(
-            f"| {row.streams} | {row.chunk_s} | {row.decoding} | {row.bias} | {row.finals} | {base.rtfx:.1f} "
-            f"| {row.rtfx:.1f} | {row.rtfx / base.rtfx:.2f} | {cost_ms:.1f} |"
+            f"| {row.streams} | {row.chunk_s} | {row.decoding} | {row.bias} | {row.final_pass} "
+            f"| {row.finals} | {base.rtfx:.1f} | {row.rtfx:.1f} | {row.rtfx / base.rtfx:.2f} | {cost_ms:.1f} "
+            f"| {base.process_cpu_ms_per_audio_s or 0:.0f} / {row.process_cpu_ms_per_audio_s or 0:.0f} |"
         )
 
 
@@ -359,7 +406,9 @@ async def run(args: argparse.Namespace) -> list[Row]:
         lm_path=resolve_lm(model, args.lm),
         lm_alpha=args.lm_alpha,
         int8_encoder=args.int8_encoder,
-    ), final_pass=mode) for mode in args.final_passes.split(",")]  # fmt: skip
+    ), final_pass=mode, final_pass_arbitration=arbitration)
+        for mode in args.final_passes.split(",")
+        for arbitration in (args.arbitrations.split(",") if mode != "off" else ["scored"])]  # fmt: skip
     rows: list[Row] = []
     for config in configs:
         rows += await run_engine(args, config, stream_counts, chunk_sizes, decodings, modes, deadline)
@@ -397,7 +446,7 @@ async def run_engine(
                 f"{time.perf_counter() - started:.1f} s",
                 flush=True,
             )
-        source = speech if args.audio == "speech" else babble
+        source = audio_source(args.audio)
         audio = [source(seed, args.seconds) for seed in range(8)]
         nocache_seed = 1_000_000
         plan = [  # stream counts outermost, in the order given: a spent budget leaves out the last ones
@@ -425,7 +474,7 @@ async def run_engine(
             memory = f"  {row.gpu_mb_per_stream:7.1f} MB/stream" if row.gpu_mb_per_stream else ""
             print(
                 f"{decoding:6s} chunk {chunk_s:.2f} s  streams {streams:3d}  {bias:10s}  "
-                f"2nd pass {config.final_pass:6s}  RTFx {row.rtfx:8.1f}  words {row.words:5d}  "
+                f"2nd pass {pass_label(config):15s}  RTFx {row.rtfx:8.1f}  words {row.words:5d}  "
                 f"finals {row.finals:4d}{memory}",
                 flush=True,
             )
@@ -487,7 +536,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--final-passes", default="off", help="second pass for finals: off, decode or off,decode (compared)"
     )
-    parser.add_argument("--audio", default="babble", choices=["babble", "speech"], help="what streams send")
+    parser.add_argument(
+        "--arbitrations",
+        default="scored",
+        help="with --final-passes decode: the second pass's arbitration(s), e.g. agreement,scored (compared)",
+    )
+    parser.add_argument(
+        "--audio",
+        default="babble",
+        help="what streams send: babble, speech, or manifest:PATH (a NeMo manifest's recordings, e.g. the "
+        "degraded real ones of issue 45, one after another from a different one per stream)",
+    )
     return parser.parse_args(argv)
 
 
