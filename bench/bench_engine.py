@@ -272,10 +272,14 @@ async def run_config(
 
 
 def pass_label(config: EngineConfig) -> str:
-    """``off``, or ``decode/<arbitration>`` (``EngineConfig.final_pass_arbitration``)."""
+    """``off``, or ``decode/<arbitration>[/re-read <s>]`` (``EngineConfig.final_pass_arbitration``,
+    ``final_pass_refine_partials_s``)."""
     if config.final_pass == "off":
         return "off"
-    return f"{config.final_pass}/{config.final_pass_arbitration}"
+    refine = (
+        f"/re-read {config.final_pass_refine_partials_s:g}s" if config.final_pass_refine_partials_s else ""
+    )
+    return f"{config.final_pass}/{config.final_pass_arbitration}{refine}"
 
 
 def print_final_pass_table(rows: list[Row]) -> None:
@@ -393,6 +397,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
     unknown = set(modes) - set(BIAS_MODES)
     if unknown:
         raise ValueError(f"unknown bias modes {sorted(unknown)}; known: {BIAS_MODES}")
+    refines = [float(r) for r in args.refine_partials.split(",")]
     configs = [replace(EngineConfig(
         model=model,
         device=args.device,
@@ -406,9 +411,10 @@ async def run(args: argparse.Namespace) -> list[Row]:
         lm_path=resolve_lm(model, args.lm),
         lm_alpha=args.lm_alpha,
         int8_encoder=args.int8_encoder,
-    ), final_pass=mode, final_pass_arbitration=arbitration)
+    ), final_pass=mode, final_pass_arbitration=arbitration, final_pass_refine_partials_s=refine)
         for mode in args.final_passes.split(",")
-        for arbitration in (args.arbitrations.split(",") if mode != "off" else ["scored"])]  # fmt: skip
+        for arbitration in (args.arbitrations.split(",") if mode != "off" else ["scored"])
+        for refine in (refines if mode != "off" else [0.0])]  # fmt: skip
     rows: list[Row] = []
     for config in configs:
         rows += await run_engine(args, config, stream_counts, chunk_sizes, decodings, modes, deadline)
@@ -540,6 +546,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--arbitrations",
         default="scored",
         help="with --final-passes decode: the second pass's arbitration(s), e.g. agreement,scored (compared)",
+    )
+    parser.add_argument(
+        "--refine-partials",
+        default="0",
+        help="with --final-passes decode: re-read the open utterance every this many seconds, e.g. 0,1.5",
     )
     parser.add_argument(
         "--audio",

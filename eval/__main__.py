@@ -108,6 +108,7 @@ def served_engine_config(args: argparse.Namespace) -> EngineConfig:
         "biasing_evidence_margin": getattr(args, "evidence_margin", None),
         "final_pass_term_deficit": getattr(args, "term_deficit", None),
         "final_pass_arbitration": getattr(args, "arbitration", None),
+        "final_pass_refine_partials_s": getattr(args, "refine_partials", None),
     }
     overrides = {name: value for name, value in flags.items() if value is not None}
     if args.lm is not None:
@@ -124,7 +125,8 @@ def describe(base: EngineConfig, args: argparse.Namespace) -> str:
         f"token bonus {base.lm_token_bonus:g}), biasing alpha {alpha}, tau {tau}, "
         f"context {base.left_context_s:g} s + {base.right_context_s:g} s, threads {base.torch_threads}, "
         f"second pass {base.final_pass} (beam {base.final_pass_beam_size}, alpha {base.final_pass_alpha:g}, "
-        f"arbitration {base.final_pass_arbitration})"
+        f"arbitration {base.final_pass_arbitration}, partials re-read every "
+        f"{base.final_pass_refine_partials_s:g} s)"
     )
 
 
@@ -181,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
         "final_pass_alpha": base.final_pass_alpha,
         "final_pass_beam_size": base.final_pass_beam_size,
         "final_pass_arbitration": base.final_pass_arbitration,
+        "final_pass_refine_partials_s": base.final_pass_refine_partials_s,
         "wall_s": time.monotonic() - started,
         "argv": sys.argv[1:],
         "model_sha256": hashlib.sha256(args.model.read_bytes()).hexdigest(),
@@ -313,6 +316,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         choices=("agreement", "confidence", "scored"),
         default=None,
         help="second pass: which reading stands where the two passes disagree (service's)",
+    )
+    r.add_argument(
+        "--refine-partials",
+        type=float,
+        default=None,
+        help="second pass: re-read the open utterance every this many seconds for the partial (0: off)",
     )
     r.add_argument(
         "--term-deficit",

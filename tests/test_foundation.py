@@ -252,10 +252,11 @@ def test_engine_config_is_what_the_settings_say() -> None:
         biasing_graph_mode="char",
         lm="none",
         final_pass_arbitration="agreement",
+        final_pass_refine_partials_s=0,
     )
     config = engine_config(settings)
     assert (config.beam_size, config.biasing_alpha, config.left_context_s) == (4, 2.0, 1.12)
-    assert config.final_pass_arbitration == "agreement"
+    assert config.final_pass_arbitration == "agreement" and config.final_pass_refine_partials_s == 0
     assert config.biasing_graph_mode == "char" and config.lm_path is None
     assert config.vocabulary_cache_dir == str(settings.cache_dir)
     assert engine_config(settings, beam_size=2).beam_size == 2

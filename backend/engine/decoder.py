@@ -158,8 +158,8 @@ class StreamDecoder:
         done = [output for output in outputs if output is not None]
         if self.final_pass is None:
             return done, None
-        job = self.final_pass.take(items, done)
-        return done, job if job.pending else None
+        job = self.final_pass.take(items, done)  # its outputs: partials with the live re-read shown
+        return list(job.outputs), job if job.pending else None
 
     def drop_stream(self, stream_id: int, chunk_s: float, decoding: str) -> None:
         """Free everything NeMo holds for a stream that will never send its last chunk (abort)."""
@@ -233,6 +233,7 @@ def final_pass_config(config: EngineConfig) -> FinalPassConfig:
         max_term_deficit=config.final_pass_term_deficit,
         evidence_margin=config.biasing_evidence_margin,
         arbitration=config.final_pass_arbitration,
+        refine_partials_s=config.final_pass_refine_partials_s,
     )
 
 

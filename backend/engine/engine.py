@@ -415,7 +415,7 @@ class Engine:
         self._steps_total += 1
         waiting: list[int] = []
         for index, ((request, item), output) in enumerate(zip(batch, outputs, strict=True)):
-            if job is not None and output.finals:
+            if job is not None and job.waits(index):
                 waiting.append(index)
                 continue
             self._resolve(request, item, output)

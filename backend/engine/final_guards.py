@@ -46,6 +46,8 @@ class FinalPassConfig:
     confident_logprob: float = -0.5
     score_margin: float = 0.5
     skip_margin: float = 1.0  # "scored": Whisper's reading with words skipped needs this much more
+    refine_partials_s: float = 1.5  # re-read the open utterance this often (0: never; live refinement)
+    refine_min_s: float = 2.0  # once it is this long
 
 
 @dataclass(frozen=True)

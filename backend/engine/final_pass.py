@@ -72,6 +72,25 @@ CUT_AFTER_S = 0.25  # the next utterance's audio starts no earlier (a sentence m
 MAX_WINDOW_S = 30.0  # Whisper's window
 
 
+def covered(partial: str, reading: str) -> int:
+    """How many of the first pass's ``partial`` words the second pass's ``reading`` of the same audio covers:
+    up to its last word that the reading also has (aligned case- and mark-insensitively), and as many more as
+    the reading has words after that one. Whisper often leaves out a word cut off at the window's end, which
+    then stays in the first pass's tail."""
+    from difflib import SequenceMatcher
+
+    first, second = [_bare(w) for w in partial.split()], [_bare(w) for w in reading.split()]
+    blocks = [b for b in SequenceMatcher(None, first, second, autojunk=False).get_matching_blocks() if b.size]
+    if not blocks:
+        return len(first)
+    last = blocks[-1]  # words the reading has after it stand for as many of the first pass's (misheard)
+    return min(len(first), last.a + last.size + len(second) - (last.b + last.size))
+
+
+def _bare(word: str) -> str:
+    return "".join(c for c in word.lower() if c.isalnum() or c == "'")
+
+
 @dataclass
 class _StreamAudio:
     """A stream's recent audio as the decoder saw it, kept as the chunks it came in (appending copies
@@ -82,6 +101,10 @@ class _StreamAudio:
     start: int = 0
     end: int = 0
     cut: int = 0  # where the last refined utterance's audio ended: nothing before it is read again
+    utterance: int = 0  # counts the finals cut: a partial's re-read belongs to the utterance it was taken in
+    read_at: int = 0  # stream sample up to which the open utterance was last re-read (live refinement)
+    read_text: str = ""  # the second pass's reading of the open utterance so far ("" none yet)
+    read_words: int = 0  # words of the first pass's partial when it was re-read: later words are its tail
 
     def append(self, chunk: np.ndarray, keep: int) -> None:
         """Add a chunk; drop whole chunks older than ``keep`` samples or wholly before ``cut``."""
@@ -113,11 +136,17 @@ class RefineJob:
     vocabularies: tuple[FinalVocabulary | None, ...]
     jobs: tuple[tuple[int, int, Final, np.ndarray], ...]
     settled: dict[tuple[int, int], Refinement]
+    partials: tuple[tuple[int, int, Final, np.ndarray, int], ...] = ()  # (output index, stream id, the open
+    # utterance as a final, its audio, utterance number): re-read live (``FinalPassConfig.refine_partials_s``)
 
     @property
     def pending(self) -> bool:
-        """Whether any final waits for the second pass."""
-        return bool(self.jobs or self.settled)
+        """Whether any final or open utterance waits for the second pass."""
+        return bool(self.jobs or self.settled or self.partials)
+
+    def waits(self, index: int) -> bool:
+        """Whether output ``index`` waits for the second pass (its finals, or its partial re-read)."""
+        return bool(self.outputs[index].finals) or any(p[0] == index for p in self.partials)
 
 
 class FinalPass:
@@ -166,10 +195,21 @@ class FinalPass:
         ``apply`` may run on another thread while the decode thread goes on with the next step."""
         jobs: list[tuple[int, int, Final, np.ndarray]] = []
         settled: dict[tuple[int, int], Refinement] = {}
+        partials: list[tuple[int, int, Final, np.ndarray, int]] = []
+        shown = list(outputs)
         for index, (item, output) in enumerate(zip(items, outputs, strict=True)):
             audio = self._audio.get(item.stream_id)
             if audio is None:
                 continue
+            if output.finals:
+                audio.utterance += 1
+                audio.read_at, audio.read_text, audio.read_words = 0, "", 0
+            elif output.partial and not item.is_last:
+                reread = self._reread(audio, output.partial)
+                if reread is not None:
+                    partials.append((index, item.stream_id, *reread, audio.utterance))
+                elif audio.read_text:  # the last re-read, and the first pass's words since as its tail
+                    shown[index] = replace(output, partial=self._with_tail(audio, output.partial))
             for final_index, final in enumerate(output.finals):
                 first = max(audio.cut, int((final.start_s - KEEP_BEFORE_S) * SAMPLE_RATE_HZ))
                 last = audio.end if item.is_last else int((final.end_s + KEEP_AFTER_S) * SAMPLE_RATE_HZ)
@@ -184,7 +224,27 @@ class FinalPass:
             if item.is_last:
                 self.forget(item.stream_id)
         vocabularies = tuple(item.final_vocabulary for item in items)
-        return RefineJob(tuple(outputs), vocabularies, tuple(jobs), settled)
+        return RefineJob(tuple(shown), vocabularies, tuple(jobs), settled, tuple(partials))
+
+    def _reread(self, audio: _StreamAudio, partial: str) -> tuple[Final, np.ndarray] | None:
+        """The open utterance to re-read now (as a final of the partial's text, and its audio), or None: it is
+        shorter than ``refine_min_s``, was re-read less than ``refine_partials_s`` ago, or is too long for
+        Whisper's window (its final will be cut soon)."""
+        every = self.config.refine_partials_s
+        if not every:
+            return None
+        start, rate = max(audio.cut, audio.start), SAMPLE_RATE_HZ
+        if audio.end - start < self.config.refine_min_s * rate or audio.end - audio.read_at < every * rate:
+            return None
+        if audio.end - start > (MAX_WINDOW_S - 1.0) * rate:
+            return None
+        audio.read_at = audio.end
+        return Final(partial, start / rate, audio.end / rate), audio.window(start, audio.end)
+
+    @staticmethod
+    def _with_tail(audio: _StreamAudio, partial: str) -> str:
+        tail = partial.split()[audio.read_words :]
+        return " ".join([audio.read_text, *tail])
 
     def apply(self, job: RefineJob, *, skip: str | None = None) -> list[StepOutput]:
         """Run the second pass over a step's finals (any one thread at a time; the model is not shared with
@@ -193,23 +253,35 @@ class FinalPass:
         results = dict(job.settled)
         for reason in results.values():
             self._count(reason.reason)
+        shown: dict[int, str] = {}
         if job.jobs and skip is not None:
             for index, final_index, final, _ in job.jobs:
                 results[(index, final_index)] = Refinement(final, skip)
             self._count(skip, len(job.jobs))
-        elif job.jobs:
+        elif job.jobs or (job.partials and skip is None):  # the ladder gives the live re-read up first
             started = time.perf_counter()
+            partials = job.partials if skip is None else ()
             refinements = self.refine_many(
                 [(final, samples, job.vocabularies[i]) for i, _, final, samples in job.jobs]
+                + [(final, samples, job.vocabularies[i]) for i, _, final, samples, _ in partials]
             )
-            self.last_ms = (time.perf_counter() - started) * 1000.0
-            for (index, final_index, _, _), refinement in zip(job.jobs, refinements, strict=True):
+            if job.jobs:
+                self.last_ms = (time.perf_counter() - started) * 1000.0
+            for (index, final_index, _, _), refinement in zip(
+                job.jobs, refinements[: len(job.jobs)], strict=True
+            ):
                 results[(index, final_index)] = refinement
                 self._count(refinement.reason)
-        if not results:
+            for (index, stream_id, final, _, utterance), refinement in zip(
+                partials, refinements[len(job.jobs) :], strict=True
+            ):
+                shown[index] = self._shown(stream_id, utterance, final.text, refinement)
+        if not results and not shown:
             return list(job.outputs)
         refined_outputs = []
         for index, output in enumerate(job.outputs):
+            if index in shown:
+                output = replace(output, partial=shown[index])
             finals = []
             for final_index, final in enumerate(output.finals):
                 found = results.get((index, final_index))
@@ -219,6 +291,21 @@ class FinalPass:
                     finals.append(found.final)
             refined_outputs.append(replace(output, finals=tuple(finals)))
         return refined_outputs
+
+    def _shown(self, stream_id: int, utterance: int, partial: str, refinement: Refinement) -> str:
+        """The partial to show after a re-read of the open utterance: the second pass's reading where the
+        guards accept it (it then stands until the next re-read, the first pass's new words after it), else
+        the previous reading with its tail, else the first pass's partial."""
+        self._count(f"partial_{refinement.reason}")
+        audio = self._audio.get(stream_id)
+        if audio is None or audio.utterance != utterance:
+            return partial
+        if refinement.reason in ACCEPTED and refinement.final is not None:
+            audio.read_text, audio.read_words = refinement.final.text, covered(partial, refinement.final.text)
+            return audio.read_text
+        if audio.read_text:
+            return self._with_tail(audio, partial)
+        return partial
 
     def compile(self, terms: tuple[Any, ...], params: Any) -> Any:
         """The scorer of a vocabulary for the second pass (compile thread): the same graph, over Whisper's

@@ -98,6 +98,9 @@ class EngineConfig:
     ``final_pass_arbitration``: where Whisper's reading disagrees with the first pass's, which one is kept
     (``backend.engine.final_guards.ARBITRATIONS``: ``agreement`` keeps the first pass's; ``confidence`` and
     ``scored`` take Whisper's where its scores say the audio supports it).
+    ``final_pass_refine_partials_s``: while an utterance is open and 2 s long or more, the second pass
+    re-reads it this often and the partial shows its reading, the first pass's newer words after it (0: the
+    partial is the first pass's alone). The degradation ladder's first rung gives it up with the finals'.
     ``biasing_evidence_margin``: in beam search, a vocabulary boost is added to a label only where the model
     itself (before any fusion) scores that label within this many nats of its best label other than blank:
     a term is boosted where the audio makes it plausible, never pulled in against it (None: every label).
@@ -142,6 +145,7 @@ class EngineConfig:
     biasing_evidence_margin: float | None = None
     final_pass_term_deficit: float | None = None
     final_pass_arbitration: str = "scored"
+    final_pass_refine_partials_s: float = 1.5
 
     def __post_init__(self) -> None:
         if self.torch_threads < 1:
@@ -189,6 +193,8 @@ class EngineConfig:
             raise ValueError("final_pass_alpha must be >= 0")
         if self.final_pass_term_deficit is not None and not self.final_pass_term_deficit >= 0:
             raise ValueError("final_pass_term_deficit must be >= 0 (or None)")
+        if not self.final_pass_refine_partials_s >= 0:
+            raise ValueError("final_pass_refine_partials_s must be >= 0 (0: off)")
         if self.final_pass_arbitration not in FINAL_PASS_ARBITRATIONS:
             choices, got = FINAL_PASS_ARBITRATIONS, self.final_pass_arbitration
             raise ValueError(f"final_pass_arbitration must be one of {choices}, got {got!r}")

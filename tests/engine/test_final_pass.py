@@ -205,3 +205,47 @@ async def test_the_second_pass_runs_beside_the_decode_thread_and_gives_way_under
         outcomes = dict(engine.stats().final_pass_outcomes)
     assert unrefined and all(f.source == "first" for f in unrefined), unrefined
     assert outcomes.get("skipped_load", 0) >= len(unrefined), outcomes
+
+
+async def partials_of(engine: Engine, audio: np.ndarray) -> tuple[list[str], list[Final]]:
+    """Every non-empty partial one stream shows over ``audio`` (1.12 s chunks, beam), and its finals."""
+    stream = engine.open_stream(StreamOptions(chunk_s=1.12, decoding="beam"))
+    size = stream.chunk_samples
+    padded = np.concatenate([audio, np.zeros(-len(audio) % size, np.float32)])
+    partials: list[str] = []
+    finals: list[Final] = []
+    for start in range(0, len(padded), size):
+        result = await stream.push(padded[start : start + size])
+        finals += result.finals
+        if result.partial:
+            partials.append(result.partial)
+    finals += (await stream.finish()).finals
+    return partials, finals
+
+
+def reread(engine: Engine) -> int:
+    return sum(n for name, n in engine.stats().final_pass_outcomes if name.startswith("partial_"))
+
+
+async def test_the_open_utterance_is_re_read_live_and_the_screen_shows_the_better_reading(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Issue 45 step 4: an utterance still open is re-read by the second pass every 1.5 s once 2 s long;
+    the partial shows that reading (and the streaming pass's newer words after it), so what the screen
+    shows before the final is closer to what was said; off (0), and on the ladder's first rung, never."""
+    sentence = " ".join(SENTENCES[:2]).replace(".", ",")  # ~8 s, one utterance
+    audio = spoken(sentence, tmp_path_factory.mktemp("open"))
+    async with two_pass(final_pass_refine_partials_s=0.0) as engine:
+        plain, _ = await partials_of(engine, audio)
+        assert reread(engine) == 0
+    async with two_pass() as engine:
+        shown, finals = await partials_of(engine, audio)
+        assert reread(engine) >= 2
+        engine.second_pass_enabled = False  # the degradation ladder's first rung
+        before = reread(engine)
+        await partials_of(engine, audio)
+        assert reread(engine) == before
+    assert finals and len(shown) == len(plain)
+    assert disagreement(sentence, shown[-1]) < disagreement(sentence, plain[-1]), (shown[-1], plain[-1])
+    assert sum(a != b for a, b in zip(shown, plain, strict=True)) >= 2  # re-read partials were shown
+    assert len(shown[-1].split()) >= 0.8 * len(sentence.split())  # no words lost between re-read and tail
