@@ -125,9 +125,12 @@ class StreamDecoder:
         with torch.inference_mode():
             return self.final_pass.apply(job)
 
-    def step_first(self, items: list[StepItem]) -> tuple[list[StepOutput], RefineJob | None]:
+    def step_first(
+        self, items: list[StepItem], reread: bool = True
+    ) -> tuple[list[StepOutput], RefineJob | None]:
         """The first pass of one batch, and the second pass's work for its finals (None: none to do), which
-        ``FinalPass.apply`` may run on another thread (the engine does)."""
+        ``FinalPass.apply`` may run on another thread (the engine does). ``reread``: open utterances due for
+        the live re-read get it in this step's job (else they wait for a later step)."""
         if len({item.stream_id for item in items}) != len(items):
             raise ValueError("a step holds at most one chunk per stream")
         groups: dict[tuple[float, str], list[int]] = defaultdict(list)
@@ -158,7 +161,7 @@ class StreamDecoder:
         done = [output for output in outputs if output is not None]
         if self.final_pass is None:
             return done, None
-        job = self.final_pass.take(items, done)  # its outputs: partials with the live re-read shown
+        job = self.final_pass.take(items, done, reread)  # its outputs: partials with the live re-read shown
         return list(job.outputs), job if job.pending else None
 
     def drop_stream(self, stream_id: int, chunk_s: float, decoding: str) -> None:

@@ -454,7 +454,10 @@ class Engine:
             request.future.set_result(result)
 
     def _decode_step(self, items: list[StepItem]) -> tuple[list[StepOutput], RefineJob | None]:
-        return self._loaded_decoder().step_first(items)
+        # an open utterance is re-read only while the second pass is on and idle: a stream's partial never
+        # waits behind other streams' finals (the re-read is tried again on its next step)
+        reread = self.second_pass_enabled and self._final_backlog == 0
+        return self._loaded_decoder().step_first(items, reread)
 
     def _fail_pending(self, error: EngineError) -> None:
         pending, self._pending = self._pending, {}

@@ -189,7 +189,7 @@ class FinalPass:
     def stream_count(self) -> int:
         return len(self._audio)
 
-    def take(self, items: list[StepItem], outputs: list[StepOutput]) -> RefineJob:
+    def take(self, items: list[StepItem], outputs: list[StepOutput], reread: bool = True) -> RefineJob:
         """Decode thread, right after the first pass: cut each final's audio out of its stream's kept audio
         (copies) and forget the streams whose last chunk this was. What it returns is all ``apply`` reads, so
         ``apply`` may run on another thread while the decode thread goes on with the next step."""
@@ -205,9 +205,9 @@ class FinalPass:
                 audio.utterance += 1
                 audio.read_at, audio.read_text, audio.read_words = 0, "", 0
             elif output.partial and not item.is_last:
-                reread = self._reread(audio, output.partial)
-                if reread is not None:
-                    partials.append((index, item.stream_id, *reread, audio.utterance))
+                again = self._reread(audio, output.partial) if reread else None
+                if again is not None:
+                    partials.append((index, item.stream_id, *again, audio.utterance))
                 elif audio.read_text:  # the last re-read, and the first pass's words since as its tail
                     shown[index] = replace(output, partial=self._with_tail(audio, output.partial))
             for final_index, final in enumerate(output.finals):
