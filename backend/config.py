@@ -88,8 +88,8 @@ class Settings(BaseSettings):
         ge=0,
         description="Live refinement: while an utterance is still open and 2 s long or more, the second pass "
         "re-reads it this often (seconds) and the partial on screen shows its reading, the streaming pass's "
-        "newer words after it (real speech, partials: clean 24.3 -> 11.1 %, reverb 53.9 -> 16.5 % WER; "
-        "docs/eval.md). 0: the partial is the streaming pass's alone. Given up first under load.",
+        "newer words after it (real speech, partials: clean 24.3 -> 13.6 % WER; docs/eval.md), only "
+        "while the second pass is idle. 0: the partial is the streaming pass's alone. Given up under load.",
     )
     device: str = Field("cpu", description="torch device for the decoder: cpu, cuda or cuda:N.")
     torch_threads: int = Field(1, ge=1, le=64, description="torch intra-op threads of the decode worker.")

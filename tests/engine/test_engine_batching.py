@@ -34,9 +34,9 @@ class _StepSpy:
         decoder = engine._loaded_decoder()
         inner = decoder.step_first  # what the engine's decode thread runs (the second pass runs beside it)
 
-        def step(items):  # type: ignore[no-untyped-def]
+        def step(items, *args):  # type: ignore[no-untyped-def]
             self.steps.append([item.stream_id for item in items])
-            return inner(items)
+            return inner(items, *args)
 
         decoder.step_first = step  # type: ignore[method-assign]
 
