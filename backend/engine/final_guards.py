@@ -249,6 +249,23 @@ def _bare(word: str) -> str:
     return word.lower().strip(",.?!")
 
 
+def covered(partial: str, reading: str) -> int:
+    """How many of the first pass's ``partial`` words the second pass's ``reading`` of the same audio covers:
+    up to its last word that the reading also has (aligned case- and mark-insensitively), and as many more as
+    the reading has words after that one. Whisper often leaves out a word cut off at the window's end, which
+    then stays in the first pass's tail."""
+    first, second = [_bare(w) for w in partial.split()], [_bare(w) for w in reading.split()]
+    blocks = [
+        b
+        for b in difflib.SequenceMatcher(None, first, second, autojunk=False).get_matching_blocks()
+        if b.size
+    ]
+    if not blocks:
+        return len(first)
+    last = blocks[-1]  # words the reading has after it stand for as many of the first pass's (misheard)
+    return min(len(first), last.a + last.size + len(second) - (last.b + last.size))
+
+
 def max_tokens_for(duration_s: float) -> int:
     """The most tokens an utterance this long may produce (~7 tokens/s at a fast speaking rate, plus room)."""
     return int(8 * duration_s) + 8

@@ -54,6 +54,7 @@ from backend.engine.final_guards import (
     Readings,
     Refinement,
     capitalized,
+    covered,
     judge,
     max_tokens_for,
     needs_readings,
@@ -70,25 +71,6 @@ KEEP_BEFORE_S = 0.5  # audio kept before the first pass's first word
 KEEP_AFTER_S = 0.5  # and after its last
 CUT_AFTER_S = 0.25  # the next utterance's audio starts no earlier (a sentence may end on a ~0.5 s pause)
 MAX_WINDOW_S = 30.0  # Whisper's window
-
-
-def covered(partial: str, reading: str) -> int:
-    """How many of the first pass's ``partial`` words the second pass's ``reading`` of the same audio covers:
-    up to its last word that the reading also has (aligned case- and mark-insensitively), and as many more as
-    the reading has words after that one. Whisper often leaves out a word cut off at the window's end, which
-    then stays in the first pass's tail."""
-    from difflib import SequenceMatcher
-
-    first, second = [_bare(w) for w in partial.split()], [_bare(w) for w in reading.split()]
-    blocks = [b for b in SequenceMatcher(None, first, second, autojunk=False).get_matching_blocks() if b.size]
-    if not blocks:
-        return len(first)
-    last = blocks[-1]  # words the reading has after it stand for as many of the first pass's (misheard)
-    return min(len(first), last.a + last.size + len(second) - (last.b + last.size))
-
-
-def _bare(word: str) -> str:
-    return "".join(c for c in word.lower() if c.isalnum() or c == "'")
 
 
 @dataclass
@@ -258,9 +240,9 @@ class FinalPass:
             for index, final_index, final, _ in job.jobs:
                 results[(index, final_index)] = Refinement(final, skip)
             self._count(skip, len(job.jobs))
-        elif job.jobs or (job.partials and skip is None):  # the ladder gives the live re-read up first
+        elif skip is None and (job.jobs or job.partials):  # the ladder gives the live re-read up first
             started = time.perf_counter()
-            partials = job.partials if skip is None else ()
+            partials = job.partials
             refinements = self.refine_many(
                 [(final, samples, job.vocabularies[i]) for i, _, final, samples in job.jobs]
                 + [(final, samples, job.vocabularies[i]) for i, _, final, samples, _ in partials]
