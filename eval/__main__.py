@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             bar.update(min(seconds, bar.total - bar.n))
 
         outputs = asyncio.run(
-            run_sweep(base, eval_set, configs, progress=advance, on_group=bar.set_postfix_str)
+            run_sweep(base, eval_set, configs, progress=advance, on_group=bar.set_postfix_str, live=args.live)
         )
     rows = [to_row(output, eval_set) for output in outputs]
     meta = {
@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         "final_pass_beam_size": base.final_pass_beam_size,
         "final_pass_arbitration": base.final_pass_arbitration,
         "final_pass_refine_partials_s": base.final_pass_refine_partials_s,
+        "live_streams": args.live,
         "wall_s": time.monotonic() - started,
         "argv": sys.argv[1:],
         "model_sha256": hashlib.sha256(args.model.read_bytes()).hexdigest(),
@@ -290,6 +291,13 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         "--weight",
         default=None,
         help="term weight(s) given to every term of the lists, as a user sets them (default: none given)",
+    )
+    r.add_argument(
+        "--live",
+        type=int,
+        default=0,
+        help="stream N recordings at a time at the pace of speech, as live sessions do (0: all at once, as "
+        "fast as the engine decodes); what the screen shows (wer_partial) depends on it",
     )
     r.add_argument("--limit", type=int, default=None, help="only the first N utterances")
     r.add_argument("--group", default=None, help="only these manifest groups, e.g. real (make-term-free)")

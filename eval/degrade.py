@@ -98,7 +98,7 @@ def mix_at_snr(speech: np.ndarray, noise: np.ndarray, target_db: float) -> np.nd
     return (mixed / peak * 0.99 if peak > 0.99 else mixed).astype(np.float32)
 
 
-def _coloured(rng: np.random.Generator, n: int, exponent: float) -> np.ndarray:
+def coloured_noise(rng: np.random.Generator, n: int, exponent: float) -> np.ndarray:
     """Noise with power falling as 1/f**exponent (1 pink, 2 brown), unit RMS."""
     spectrum = np.fft.rfft(rng.standard_normal(n))
     freqs = np.fft.rfftfreq(n, 1 / SAMPLE_RATE_HZ)
@@ -120,20 +120,35 @@ def fan_noise(rng: np.random.Generator, n: int) -> np.ndarray:
     )
     whoosh *= 1 + 0.3 * np.sin(2 * np.pi * rng.uniform(0.2, 0.5) * t)
     whoosh /= np.sqrt(np.mean(whoosh**2)) or 1.0
-    return 1.0 * _coloured(rng, n, 2) + 0.6 * _coloured(rng, n, 1) + 0.3 * hum + 0.5 * whoosh
+    return 1.0 * coloured_noise(rng, n, 2) + 0.6 * coloured_noise(rng, n, 1) + 0.3 * hum + 0.5 * whoosh
 
 
-def room_impulse_response(rng: np.random.Generator) -> np.ndarray:
-    """A ``ROOM_M`` shoebox with an ``RT60_S`` reverberation time (pyroomacoustics image sources, Sabine's
-    absorption), talker and microphone drawn 2-3 m apart; the direct sound at sample 0, peak 1."""
+def room_impulse_response(
+    rng: np.random.Generator,
+    room_m: tuple[float, float, float] = ROOM_M,
+    rt60_s: float = RT60_S,
+    distance_m: tuple[float, float] = (2.0, 3.0),
+) -> np.ndarray:
+    """A ``room_m`` shoebox with an ``rt60_s`` reverberation time (pyroomacoustics image sources, Sabine's
+    absorption), talker and microphone drawn ``distance_m`` apart (at most what the room allows); the direct
+    sound at sample 0, peak 1."""
     import pyroomacoustics as pra
 
-    absorption, max_order = pra.inverse_sabine(RT60_S, ROOM_M)
-    room = pra.ShoeBox(ROOM_M, fs=SAMPLE_RATE_HZ, materials=pra.Material(absorption), max_order=max_order)
-    mic = np.array([rng.uniform(1.5, 2.5), rng.uniform(1.5, 3.5), 1.2])
-    while True:
-        talker = np.array([rng.uniform(0.5, 5.5), rng.uniform(0.5, 4.5), 1.6])
-        if 2.0 <= np.linalg.norm(talker - mic) <= 3.0:
+    absorption, max_order = pra.inverse_sabine(rt60_s, room_m)
+    room = pra.ShoeBox(room_m, fs=SAMPLE_RATE_HZ, materials=pra.Material(absorption), max_order=max_order)
+    length, width, _ = room_m
+    # the mic off-centre (1.5-2.5 m, 1.5-3.5 m in the 6 x 5 m default room)
+    mic = np.array(
+        [
+            rng.uniform(max(0.3, length / 2 - 1.5), length / 2 - 0.5),
+            rng.uniform(width / 2 - 1, width / 2 + 1),
+            1.2,
+        ]
+    )
+    low, high = distance_m
+    for attempt in range(1000):
+        talker = np.array([rng.uniform(0.5, length - 0.5), rng.uniform(0.5, width - 0.5), 1.6])
+        if low <= np.linalg.norm(talker - mic) <= high or attempt == 999:
             break
     room.add_source(talker.tolist())
     room.add_microphone(mic.tolist())

@@ -179,15 +179,21 @@ async def decode_stream_texts(
     samples: np.ndarray,
     options: StreamOptions,
     progress: Callable[[float], None] | None = None,
+    realtime: bool = False,
 ) -> StreamTexts:
     """One engine stream over ``samples`` (16 kHz), pushed in exact chunks (the last zero-padded) as the
     server does; its finals and the partials shown before them. ``progress`` gets the audio seconds of each
-    chunk pushed."""
+    chunk pushed. ``realtime``: each chunk is pushed no sooner than a microphone would have recorded it (as
+    fast as the engine answers otherwise)."""
     stream = engine.open_stream(options)
     size = stream.chunk_samples
     tracker = ShownPartials()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
     try:
         for start in range(0, len(samples), size):
+            if realtime:
+                await asyncio.sleep(max(0.0, began + (start + size) / SAMPLE_RATE_HZ - loop.time()))
             chunk = samples[start : start + size]
             if len(chunk) < size:
                 chunk = np.concatenate([chunk, np.zeros(size - len(chunk), dtype=np.float32)])
@@ -241,21 +247,24 @@ async def run_config(
     audio: dict[str, np.ndarray],
     config: RunConfig,
     progress: Callable[[float], None],
+    live: int = 0,
 ) -> RunOutput:
-    """Decode every item of ``eval_set`` concurrently under ``config``."""
+    """Decode every item of ``eval_set`` concurrently under ``config``: all at once as fast as the engine
+    answers, or with ``live`` > 0, ``live`` streams at a time, each at the pace of speech (as live sessions
+    stream; what the screen shows between finals depends on it)."""
     reason = decoding_supported(engine, config)
     if reason is not None:
         return RunOutput(config, skipped=reason)
     started = time.monotonic()
     handles = await _load_lists(engine, eval_set, config)
     vocab_wall_s = time.monotonic() - started
-    limit = asyncio.Semaphore(engine.config.max_live_streams)
+    limit = asyncio.Semaphore(live or engine.config.max_live_streams)
 
     async def one(item: EvalItem) -> StreamTexts:
         list_id = _list_id(item, config.biasing)
         options = StreamOptions(config.chunk_s, config.decoding, handles.get(list_id) if list_id else None)
         async with limit:
-            return await decode_stream_texts(engine, audio[item.utt_id], options, progress)
+            return await decode_stream_texts(engine, audio[item.utt_id], options, progress, live > 0)
 
     before = dict(engine.stats().final_pass_outcomes)
     started = time.monotonic()
@@ -302,8 +311,10 @@ async def run_sweep(
     configs: Sequence[RunConfig],
     progress: Callable[[float], None],
     on_group: Callable[[str], None] = lambda _: None,
+    live: int = 0,
 ) -> list[RunOutput]:
-    """Run ``configs`` (one engine per graph mode/tau/alpha, started and stopped in turn), in input order."""
+    """Run ``configs`` (one engine per graph mode/tau/alpha, started and stopped in turn), in input order;
+    ``live``: see ``run_config``."""
     audio = load_audio(eval_set.items)
     outputs: dict[RunConfig, RunOutput] = {}
     for representative, group in group_by_engine(configs):
@@ -324,7 +335,7 @@ async def run_sweep(
         try:
             for config in group:
                 on_group(config.name)
-                outputs[config] = await run_config(engine, eval_set, audio, config, progress)
+                outputs[config] = await run_config(engine, eval_set, audio, config, progress, live)
         finally:
             await engine.stop()
     return [outputs[config] for config in configs]

@@ -43,7 +43,7 @@ class FinalPassConfig:
     max_term_deficit: float | None = None  # None: terms are not checked against an unboosted decode
     evidence_margin: float | None = None  # boost only tokens this close to Whisper's best (None: all)
     arbitration: str = "scored"  # one of ARBITRATIONS
-    confident_logprob: float = -0.5
+    confident_logprob: float = -0.5  # "confidence"; and a live re-read rewrites words on screen only above it
     score_margin: float = 0.5
     skip_margin: float = 1.0  # "scored": Whisper's reading with words skipped needs this much more
     refine_partials_s: float = 1.5  # re-read the open utterance this often (0: never; live refinement)
@@ -78,6 +78,7 @@ class Refinement:
     reason: str  # "second", or why the first pass's text stands / the final was dropped
     second_text: str = ""
     checks: tuple[Any, ...] = ()  # ``term_check.TermCheck`` of each term the committed text held
+    avg_logprob: float | None = None  # Whisper's average log-probability per token of ``second_text``
 
 
 UNCHECKED = frozenset({"too_short", "too_long"})  # Whisper did not read these windows
@@ -264,6 +265,13 @@ def covered(partial: str, reading: str) -> int:
         return len(first)
     last = blocks[-1]  # words the reading has after it stand for as many of the first pass's (misheard)
     return min(len(first), last.a + last.size + len(second) - (last.b + last.size))
+
+
+def rewrites(shown: str, reading: str) -> bool:
+    """Whether ``reading`` changes a word of ``shown`` (case and marks ignored) instead of only adding words
+    after them: what a screen showing ``shown`` would see flicker."""
+    before, after = [_bare(w) for w in shown.split()], [_bare(w) for w in reading.split()]
+    return after[: len(before)] != before
 
 
 def max_tokens_for(duration_s: float) -> int:

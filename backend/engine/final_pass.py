@@ -58,6 +58,7 @@ from backend.engine.final_guards import (
     judge,
     max_tokens_for,
     needs_readings,
+    rewrites,
     spoken_text,
     with_text,
 )
@@ -283,7 +284,15 @@ class FinalPass:
         if audio is None or audio.utterance != utterance:
             return partial
         if refinement.reason in ACCEPTED and refinement.final is not None:
-            audio.read_text, audio.read_words = refinement.final.text, covered(partial, refinement.final.text)
+            reading = refinement.final.text
+            if (
+                audio.read_text
+                and rewrites(audio.read_text, reading)
+                and (refinement.avg_logprob is None or refinement.avg_logprob < self.config.confident_logprob)
+            ):  # words on screen change only for a confident reading (flicker); an unsure one waits
+                self._count("partial_unsure_rewrite")
+                return self._with_tail(audio, partial)
+            audio.read_text, audio.read_words = reading, covered(partial, reading)
             return audio.read_text
         if audio.read_text:
             return self._with_tail(audio, partial)
@@ -345,7 +354,10 @@ class FinalPass:
             zip(batch, hyps[: len(batch)], durations, max_tokens, strict=True)
         ):
             final, vocabulary = jobs[i][0], vocabularies[row]
-            refined[row] = judge(config, final, hyp, duration, token_cap, vocabulary, readings.get((0, row)))
+            refined[row] = replace(
+                judge(config, final, hyp, duration, token_cap, vocabulary, readings.get((0, row))),
+                avg_logprob=float(hyp.avg_logprob),
+            )
             plain = plains.get(row)
             if plain is not None and refined[row].reason not in SETTLED:
                 # the boosted reading failed a guard: the vocabulary may have pulled Whisper off (an unsure
@@ -429,4 +441,4 @@ class FinalPass:
                 continue
             text = capitalized(apply_checks(texts[0], filled, limit))
             kept = with_text(refinement.final, text) if text.strip() else None
-            refined[row] = Refinement(kept, refinement.reason, refinement.second_text, filled)
+            refined[row] = replace(refinement, final=kept, checks=filled)

@@ -249,3 +249,34 @@ async def test_the_open_utterance_is_re_read_live_and_the_screen_shows_the_bette
     assert disagreement(sentence, shown[-1]) < disagreement(sentence, plain[-1]), (shown[-1], plain[-1])
     assert sum(a != b for a, b in zip(shown, plain, strict=True)) >= 2  # re-read partials were shown
     assert len(shown[-1].split()) >= 0.8 * len(sentence.split())  # no words lost between re-read and tail
+
+
+def test_words_on_screen_change_only_for_a_confident_re_read() -> None:
+    """Flicker (issue 45 step 4): a re-read that only adds words after what the screen shows is taken at any
+    confidence; one that changes words already shown is taken only when Whisper is confident of it
+    (``confident_logprob``), else the earlier reading stays with the streaming pass's newer words after it."""
+    from backend.engine.final_guards import FinalPassConfig, Refinement
+    from backend.engine.final_pass import FinalPass, _StreamAudio
+
+    if not FINAL_PASS_MODEL_PATH.is_file():
+        pytest.skip(f"{FINAL_PASS_MODEL_PATH} is not built")
+    second = FinalPass(FinalPassConfig(model=str(FINAL_PASS_MODEL_PATH)))
+    second._audio[7] = _StreamAudio()
+
+    def show(partial: str, reading: str, logprob: float) -> str:
+        final = Final(reading, 0.0, 3.0)
+        return second._shown(7, 0, partial, Refinement(final, "second", reading, avg_logprob=logprob))
+
+    assert show("the whether is", "The weather is", -0.9) == "The weather is"  # nothing shown before
+    unsure = second.config.confident_logprob - 0.4
+    assert show("the whether is nice today", "The weather is nice today.", unsure) == (
+        "The weather is nice today."  # adds words after the shown ones
+    )
+    assert show("the whether is nice today and", "The feather is nice today and", unsure) == (
+        "The weather is nice today. and"  # an unsure rewrite of shown words waits; the tail follows
+    )
+    assert second.outcomes.get("partial_unsure_rewrite") == 1
+    confident = second.config.confident_logprob + 0.2
+    assert show("the whether is nice today and", "The weather is nice today, and", confident) == (
+        "The weather is nice today, and"
+    )

@@ -437,3 +437,12 @@ def test_by_score_words_skipped_stand_only_where_whisper_finds_them_far_less_lik
     assert kept.reason == "dropped_words" and kept.final == final
     noise = judge(config, final, skipped, 8, 80, readings=Readings(first_logprob=-4.0, second_logprob=-0.3))
     assert noise.reason == "second"
+
+
+def test_a_reading_rewrites_what_is_shown_only_where_a_shown_word_changes() -> None:
+    from backend.engine.final_guards import rewrites
+
+    assert not rewrites("The weather is", "the weather, is nice today.")  # case, marks, words after
+    assert not rewrites("", "Anything at all.")
+    assert rewrites("The weather is nice", "The feather is nice")
+    assert rewrites("The weather is nice", "The weather")  # shown words taken away

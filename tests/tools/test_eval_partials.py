@@ -98,6 +98,33 @@ def test_decode_stream_keeps_the_partials_that_differ_from_the_finals() -> None:
     assert asyncio.run(decode_stream(engine, samples, StreamOptions(1.12, "beam"))) == texts.finals  # type: ignore[arg-type]
 
 
+def test_a_live_stream_pushes_each_chunk_once_a_microphone_could_have_recorded_it() -> None:
+    """``eval run --live``: chunks are pushed at the pace of speech, not as fast as the engine answers."""
+
+    class _TimedStream(_ScriptedStream):
+        times: list[float]
+
+        async def push(self, chunk: np.ndarray) -> StepResult:
+            self.times.append(asyncio.get_running_loop().time())
+            return await super().push(chunk)
+
+    async def run(realtime: bool) -> list[float]:
+        engine = _ScriptedEngine([_step("a")] * 4 + [_step("", "A.")])
+        stream = _TimedStream(engine.stream.script, chunk_samples=800)  # 50 ms chunks at 16 kHz
+        stream.times = []
+        engine.stream = stream
+        began = asyncio.get_running_loop().time()
+        await decode_stream_texts(
+            engine, np.zeros(4 * 800, np.float32), StreamOptions(1.12, "beam"), None, realtime
+        )  # type: ignore[arg-type]
+        return [t - began for t in stream.times]
+
+    paced = asyncio.run(run(True))
+    assert [round(t, 2) >= 0.05 * (k + 1) - 0.005 for k, t in enumerate(paced)] == [True] * 4
+    assert paced[-1] < 0.2 + 0.1
+    assert asyncio.run(run(False))[-1] < 0.04  # as fast as the engine answers
+
+
 def _bare_manifest(root: Path, texts: Sequence[str]) -> Path:
     """A training.real_data-style manifest: no lists.json beside it."""
     (root / "wav").mkdir(parents=True)
