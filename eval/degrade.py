@@ -158,10 +158,16 @@ def room_impulse_response(
     return rir / np.abs(rir).max()
 
 
+def in_room(audio: np.ndarray, rir: np.ndarray, tail: int) -> np.ndarray:
+    """``audio`` convolved with the impulse response ``rir``, ``tail`` samples of reverberation kept after
+    it, at the same peak."""
+    wet = fftconvolve(audio, rir)[: len(audio) + tail]
+    return (wet * (np.abs(audio).max() / (np.abs(wet).max() or 1.0))).astype(np.float32)
+
+
 def reverb(audio: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``audio`` in the room of ``room_impulse_response``, with its tail (up to RT60), at the same peak."""
-    wet = fftconvolve(audio, room_impulse_response(rng))[: len(audio) + round(RT60_S * SAMPLE_RATE_HZ)]
-    return (wet * (np.abs(audio).max() / (np.abs(wet).max() or 1.0))).astype(np.float32)
+    return in_room(audio, room_impulse_response(rng), round(RT60_S * SAMPLE_RATE_HZ))
 
 
 def mu_law(audio: np.ndarray, mu: int = 255) -> np.ndarray:
@@ -173,9 +179,11 @@ def mu_law(audio: np.ndarray, mu: int = 255) -> np.ndarray:
     return np.sign(y) * ((1 + mu) ** np.abs(y) - 1) / mu
 
 
-def phone(audio: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A telephone line: ``PHONE_BAND_HZ`` band-pass, 8 kHz, 8-bit mu-law, back to 16 kHz."""
-    band = sosfilt(butter(8, PHONE_BAND_HZ, "bandpass", fs=SAMPLE_RATE_HZ, output="sos"), audio)
+def phone(
+    audio: np.ndarray, rng: np.random.Generator, band_hz: tuple[float, float] = PHONE_BAND_HZ
+) -> np.ndarray:
+    """A telephone line: ``band_hz`` band-pass, 8 kHz, 8-bit mu-law, back to 16 kHz."""
+    band = sosfilt(butter(8, band_hz, "bandpass", fs=SAMPLE_RATE_HZ, output="sos"), audio)
     line = mu_law(resample_poly(band, 1, 2))
     return resample_poly(line, 2, 1)[: len(audio)].astype(np.float32)
 

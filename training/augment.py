@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 import soundfile as sf
-from scipy.signal import butter, fftconvolve, resample_poly, sosfilt
+from scipy.signal import resample_poly
 from tqdm import tqdm
 
-from eval.degrade import coloured_noise, fan_noise, mix_at_snr, mu_law, room_impulse_response
+from eval.degrade import coloured_noise, fan_noise, in_room, mix_at_snr, phone, room_impulse_response
 
 SAMPLE_RATE = 16000
 ROOMS = 48  # impulse responses in the bank (drawn once per run; pyroomacoustics is slow for large RT60)
@@ -71,17 +71,13 @@ def room_bank(seed: int, n: int = ROOMS) -> list[np.ndarray]:
 
 
 def change_speed(audio: np.ndarray, factor: float) -> np.ndarray:
-    """``audio`` played ``factor`` times faster (resampled by a ratio of small integers)."""
-    up = 20
-    down = round(up * factor)
-    return resample_poly(audio, up, down).astype(np.float32)
+    """``audio`` played ``factor`` times faster (resampled by ``factor`` rounded to 0.01)."""
+    return resample_poly(audio, 100, round(100 * factor)).astype(np.float32)
 
 
 def telephone(audio: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    low, high = rng.uniform(200, 400), rng.uniform(3000, 3500)
-    band = sosfilt(butter(6, (low, high), "bandpass", fs=SAMPLE_RATE, output="sos"), audio)
-    line = mu_law(resample_poly(band, 1, 2))
-    return resample_poly(line, 2, 1)[: len(audio)].astype(np.float32)
+    """``eval.degrade.phone`` with a drawn band: 200-400 Hz to 3000-3500 Hz."""
+    return phone(audio, rng, (rng.uniform(200, 400), rng.uniform(3000, 3500)))
 
 
 def lossy_codec(audio: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, str]:
@@ -144,8 +140,7 @@ def degrade_one(
             done.append(f"speed{factor:.2f}")
         if rng.random() < P_ROOM:
             k = int(rng.integers(len(rooms)))
-            wet = fftconvolve(audio, rooms[k])[: len(audio) + len(rooms[k]) // 2]
-            audio = (wet * (np.abs(audio).max() / (np.abs(wet).max() or 1.0))).astype(np.float32)
+            audio = in_room(audio, rooms[k], len(rooms[k]) // 2)
             done.append(f"room{k}")
         if rng.random() < P_NOISE and np.abs(audio).max() > 0:
             kind = NOISE_KINDS[int(rng.integers(len(NOISE_KINDS)))]
@@ -169,16 +164,8 @@ def degrade_one(
 _STATE: dict[str, Any] = {}
 
 
-def _init(seed: int, clean: float, rooms: list[np.ndarray], others: list[str], out: str) -> None:
-    from training.features import read_16k_file
-
-    _STATE.update(
-        seed=seed,
-        clean=clean,
-        rooms=rooms,
-        others=[read_16k_file(p) for p in others],
-        out=Path(out),
-    )
+def _init(seed: int, clean: float, rooms: list[np.ndarray], others: list[np.ndarray], out: str) -> None:
+    _STATE.update(seed=seed, clean=clean, rooms=rooms, others=others, out=Path(out))
 
 
 def _one(entry: dict[str, Any]) -> dict[str, Any]:
@@ -214,7 +201,10 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     entries = [json.loads(line) for m in args.manifest for line in m.read_text().splitlines() if line.strip()]
     pool_rng = np.random.default_rng([args.seed, 11])
-    others = [entries[i]["audio_filepath"] for i in pool_rng.permutation(len(entries))[: args.babble_pool]]
+    from training.features import read_16k_file
+
+    picked = pool_rng.permutation(len(entries))[: args.babble_pool]
+    others = [read_16k_file(entries[i]["audio_filepath"]) for i in picked]  # read once, for every worker
     (args.out / "wav").mkdir(parents=True, exist_ok=True)
     rooms = room_bank(args.seed, args.rooms)
     with Pool(args.workers, _init, (args.seed, args.clean, rooms, others, str(args.out))) as pool:
